@@ -1,0 +1,50 @@
+# Finds the libraries the build uses. Required ones fail the configure step with
+# the Debian package to install; optional ones set MIXNET_HAVE_<X>.
+find_package(Threads REQUIRED)
+find_package(absl REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBNL REQUIRED IMPORTED_TARGET libnl-3.0 libnl-route-3.0)
+
+# RDMA verbs: optional.
+set(MIXNET_HAVE_VERBS OFF)
+if(MIXNET_WITH_VERBS)
+  find_path(IBVERBS_INCLUDE_DIR infiniband/verbs.h)
+  find_library(IBVERBS_LIBRARY ibverbs)
+  if(IBVERBS_INCLUDE_DIR AND IBVERBS_LIBRARY)
+    set(MIXNET_HAVE_VERBS ON)
+    add_library(mixnet_ibverbs INTERFACE)
+    target_include_directories(mixnet_ibverbs INTERFACE ${IBVERBS_INCLUDE_DIR})
+    target_link_libraries(mixnet_ibverbs INTERFACE ${IBVERBS_LIBRARY})
+  else()
+    message(STATUS "MixNet: libibverbs not found (apt-get install libibverbs-dev); verbs transport disabled")
+  endif()
+endif()
+
+# CUDA: optional, detected at /usr/local/cuda.
+set(MIXNET_HAVE_CUDA OFF)
+if(MIXNET_WITH_CUDA AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(MIXNET_HAVE_CUDA ON)
+endif()
+
+# Benchmark peers: Gloo and MPI (optional).
+set(MIXNET_HAVE_GLOO OFF)
+find_package(Gloo QUIET)
+find_path(GLOO_INCLUDE_DIR gloo/alltoall.h)
+find_library(GLOO_LIBRARY gloo)
+if(GLOO_INCLUDE_DIR AND GLOO_LIBRARY)
+  set(MIXNET_HAVE_GLOO ON)
+endif()
+find_package(MPI QUIET COMPONENTS CXX)
+set(MIXNET_HAVE_MPI ${MPI_CXX_FOUND})
+
+if(MIXNET_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(MIXNET_BUILD_BENCH)
+  find_package(benchmark QUIET)
+endif()

@@ -1,0 +1,60 @@
+// Every MIXNET_* environment variable the runtime reads, in one place.
+// The table below is the single source of truth: Settings fields, defaults,
+// parsing and the README list all come from it. Read once per process
+// (thread-safe static init); tests build their own with Settings::FromEnv.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mixnet {
+
+// X(type, field, ENV_NAME, default, description)
+#define MIXNET_SETTINGS_TABLE(X)                                                                \
+  X(std::string, log_level, "MIXNET_LOG_LEVEL", "info",                                         \
+    "spdlog level: trace, debug, info, warn, error, off")                                       \
+  X(std::string, transport, "MIXNET_TRANSPORT", "tcp", "data-plane transport: tcp or verbs")    \
+  X(std::string, socket_ifname, "MIXNET_SOCKET_IFNAME", "",                                     \
+    "comma list of interfaces for TCP (like NCCL_SOCKET_IFNAME): prefix match, ^ excludes, "    \
+    "= exact; empty picks the spec's NICs or lo")                                               \
+  X(int64_t, timeout_ms, "MIXNET_TIMEOUT_MS", 30000,                                            \
+    "deadline of every data-plane wait; a peer silent this long is declared lost")              \
+  X(int64_t, connect_timeout_ms, "MIXNET_CONNECT_TIMEOUT_MS", 60000,                            \
+    "deadline for rendezvous and connection set-up")                                            \
+  X(int64_t, sockets_per_path, "MIXNET_SOCKETS_PER_PATH", 2,                                    \
+    "TCP sockets per path; chunks are striped across them")                                     \
+  X(int64_t, chunk_bytes, "MIXNET_CHUNK_BYTES", 1 << 20, "striping unit across sockets")        \
+  X(int64_t, socket_buffer_bytes, "MIXNET_SOCKET_BUFFER_BYTES", 4 << 20,                        \
+    "SO_SNDBUF/SO_RCVBUF of data sockets")                                                      \
+  X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
+  X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
+  X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \
+  X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")      \
+  X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")
+
+struct Settings {
+#define MIXNET_SETTINGS_FIELD_(type, field, env, def, doc) type field = def;
+  MIXNET_SETTINGS_TABLE(MIXNET_SETTINGS_FIELD_)
+#undef MIXNET_SETTINGS_FIELD_
+
+  // Reads every variable through `getenv_fn` (std::getenv by default). A value
+  // that does not parse is an InvalidArgument naming the variable.
+  static absl::StatusOr<Settings> FromEnv(
+      const std::function<std::optional<std::string>(const char*)>& getenv_fn = {});
+
+  struct Doc {
+    std::string name, default_value, description;
+  };
+  static std::vector<Doc> Documentation();
+};
+
+// Process-wide settings, read from the environment on first use. A malformed
+// variable is logged and its default used.
+const Settings& GetSettings();
+
+}  // namespace mixnet

@@ -1,0 +1,62 @@
+// Router v1: for one host, the paths to every other host of the cluster under
+// one topology epoch. Built from the cluster spec and the set of live OCS
+// circuits; immutable once built, shared read-only by the collectives.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cluster/cluster_spec.h"
+
+namespace mixnet::router {
+
+enum class PathKind { kIntraHost, kOcs, kEps };
+std::string_view PathKindName(PathKind kind);
+
+// One way from the local host to a peer host: leave through `local_nic`,
+// arrive at `remote_nic`.
+struct Path {
+  PathKind kind = PathKind::kEps;
+  std::string local_nic;       // interface name on the local host
+  std::string local_address;   // its IPv4 address
+  std::string remote_nic;      // interface name on the peer host
+  std::string remote_address;  // its IPv4 address
+  double gbps = 0;             // min of both ends' link speeds
+};
+
+// The live circuits of the OCS fabric at one epoch.
+struct Topology {
+  uint64_t epoch = 0;
+  std::vector<cluster::CircuitSpec> circuits;
+};
+
+class RouteTable {
+ public:
+  uint64_t epoch() const { return epoch_; }
+  const std::string& local_host() const { return local_host_; }
+  // Paths to `peer_host`, never empty for a host of the spec. Intra-host: one
+  // kIntraHost path. Hosts joined by circuits: one kOcs path per circuit
+  // (striped). Otherwise: kEps paths (EPS NICs paired in order).
+  const std::vector<Path>& PathsTo(std::string_view peer_host) const;
+  const std::map<std::string, std::vector<Path>, std::less<>>& all() const { return routes_; }
+
+ private:
+  friend absl::StatusOr<RouteTable> BuildRouteTable(const cluster::ClusterSpec&, const Topology&,
+                                                    std::string_view);
+  uint64_t epoch_ = 0;
+  std::string local_host_;
+  std::map<std::string, std::vector<Path>, std::less<>> routes_;
+};
+
+// InvalidArgument when the local host is unknown, a circuit names an unknown
+// switch or uncabled port, a port is used twice, or a circuit joins two NICs of
+// one host; every peer host must be reachable (a host with no EPS NIC and no
+// circuit to some peer is an error naming both).
+absl::StatusOr<RouteTable> BuildRouteTable(const cluster::ClusterSpec& spec,
+                                           const Topology& topology, std::string_view local_host);
+
+}  // namespace mixnet::router

@@ -1,0 +1,44 @@
+// CreateDevice: the one place that maps a transport name to an implementation.
+#include "absl/strings/str_cat.h"
+#include "runtime/common/settings.h"
+#include "runtime/transport/tcp/tcp_device.h"
+#include "runtime/transport/transport.h"
+#ifdef MIXNET_HAVE_VERBS
+#include "runtime/transport/verbs/verbs_device.h"
+#endif
+
+namespace mixnet::transport {
+
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
+                                                     const DeviceOptions& options) {
+  if (kind == "tcp") {
+    absl::StatusOr<std::unique_ptr<tcp::TcpDevice>> d = tcp::TcpDevice::Create(options);
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Device>(std::move(*d));
+  }
+  if (kind == "verbs") {
+#ifdef MIXNET_HAVE_VERBS
+    return CreateVerbsDevice(options);
+#else
+    return absl::UnavailableError(
+        "verbs transport not compiled in: libibverbs headers were not found at build time "
+        "(apt-get install libibverbs-dev, then reconfigure)");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown transport '", kind, "' (expected tcp or verbs)"));
+}
+
+DeviceOptions DeviceOptionsFromSettings() {
+  const Settings& s = GetSettings();
+  DeviceOptions o;
+  o.sockets_per_connection = static_cast<int>(s.sockets_per_path);
+  o.chunk_bytes = static_cast<size_t>(s.chunk_bytes);
+  o.socket_buffer_bytes = static_cast<size_t>(s.socket_buffer_bytes);
+  o.ib_device = s.ib_device;
+  o.ib_port = static_cast<int>(s.ib_port);
+  o.ib_gid_index = static_cast<int>(s.ib_gid_index);
+  return o;
+}
+
+}  // namespace mixnet::transport

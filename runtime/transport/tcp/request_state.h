@@ -1,0 +1,66 @@
+// Completion state shared by a transport Request handle (held by the caller)
+// and the connection that completes it (on the progress thread).
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/transport/transport.h"
+
+namespace mixnet::transport {
+
+class RequestState {
+ public:
+  // First completion wins; later calls are ignored.
+  void Complete(absl::Status status, size_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (done_.load(std::memory_order_relaxed)) return;
+    status_ = std::move(status);
+    bytes_ = bytes;
+    done_.store(true, std::memory_order_release);
+  }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  absl::Status Wait(absl::Duration timeout) {
+    if (!done()) {
+      mu_.Lock();
+      bool ok = mu_.AwaitWithTimeout(absl::Condition(this, &RequestState::DoneLocked), timeout);
+      mu_.Unlock();
+      if (!ok) return absl::DeadlineExceededError("request still pending");
+    }
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+  absl::Status status() const {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+  size_t bytes() const {
+    absl::MutexLock lock(&mu_);
+    return bytes_;
+  }
+
+ private:
+  bool DoneLocked() const { return done_.load(std::memory_order_relaxed); }
+  mutable absl::Mutex mu_;
+  std::atomic<bool> done_{false};
+  absl::Status status_;
+  size_t bytes_ = 0;
+};
+
+// The Request handle given to callers.
+class StateRequest : public Request {
+ public:
+  explicit StateRequest(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+  bool Done() const override { return state_->done(); }
+  absl::Status Wait(absl::Duration timeout) override { return state_->Wait(timeout); }
+  absl::Status status() const override { return state_->status(); }
+  size_t bytes() const override { return state_->bytes(); }
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+}  // namespace mixnet::transport

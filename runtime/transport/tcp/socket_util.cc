@@ -1,0 +1,268 @@
+// Socket helpers for the TCP transport (see socket_util.h).
+#include "runtime/transport/tcp/socket_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::transport::tcp {
+
+std::string SocketAddress::ToString() const { return absl::StrCat(ip, ":", port); }
+
+absl::StatusOr<SocketAddress> SocketAddress::Parse(const std::string& text) {
+  size_t colon = text.rfind(':');
+  SocketAddress a;
+  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &a.port) ||
+      a.port <= 0 || a.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad TCP address '", text, "' (want ip:port)"));
+  }
+  a.ip = text.substr(0, colon);
+  in_addr tmp;
+  if (inet_pton(AF_INET, a.ip.c_str(), &tmp) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("bad IPv4 address in '", text, "'"));
+  }
+  return a;
+}
+
+namespace {
+
+template <typename Fn>
+absl::Status ForEachIpv4(Fn fn) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return ErrnoStatus("listing interfaces", "getifaddrs");
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, buf, sizeof(buf));
+    if (fn(std::string(it->ifa_name), std::string(buf))) break;
+  }
+  freeifaddrs(list);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<sockaddr_in> ToSockaddr(const std::string& ip, int port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("bad IPv4 address '", ip, "'"));
+  }
+  return sa;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> InterfaceAddress(const std::string& ifname) {
+  std::string found;
+  RETURN_IF_ERROR(ForEachIpv4([&](const std::string& name, const std::string& ip) {
+    if (name != ifname) return false;
+    found = ip;
+    return true;
+  }));
+  if (found.empty()) {
+    return absl::NotFoundError(absl::StrCat("interface '", ifname, "' has no IPv4 address"));
+  }
+  return found;
+}
+
+absl::StatusOr<std::string> InterfaceOfAddress(const std::string& ip) {
+  std::string found;
+  RETURN_IF_ERROR(ForEachIpv4([&](const std::string& name, const std::string& addr) {
+    if (addr != ip) return false;
+    found = name;
+    return true;
+  }));
+  if (found.empty()) {
+    return absl::NotFoundError(absl::StrCat("no local interface holds address ", ip));
+  }
+  return found;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> MatchInterfaces(
+    const std::string& filter_text) {
+  absl::string_view filter = filter_text.empty() ? "lo" : filter_text;
+  bool exclude = absl::ConsumePrefix(&filter, "^");
+  bool exact = absl::ConsumePrefix(&filter, "=");
+  std::vector<std::string> items = absl::StrSplit(filter, ',', absl::SkipEmpty());
+  std::vector<std::pair<std::string, std::string>> out;
+  RETURN_IF_ERROR(ForEachIpv4([&](const std::string& name, const std::string& ip) {
+    bool match = false;
+    for (const std::string& item : items) {
+      match |= exact ? name == item : absl::StartsWith(name, item);
+    }
+    if (match != exclude) out.emplace_back(name, ip);
+    return false;
+  }));
+  if (out.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no IPv4 interface matches MIXNET_SOCKET_IFNAME='", filter_text, "'"));
+  }
+  return out;
+}
+
+absl::Status SetNonBlocking(int fd, bool on) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0) return ErrnoStatus("socket", "fcntl(F_GETFL)");
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (fcntl(fd, F_SETFL, flags) != 0) return ErrnoStatus("socket", "fcntl(F_SETFL)");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Listen(const std::string& ip, int backlog) {
+  ASSIGN_OR_RETURN(sockaddr_in sa, ToSockaddr(ip, 0));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("listening socket", "socket");
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    absl::Status s = ErrnoStatus(absl::StrCat("listening on ", ip), "bind");
+    close(fd);
+    return s;
+  }
+  if (listen(fd, backlog) != 0) {
+    absl::Status s = ErrnoStatus(absl::StrCat("listening on ", ip), "listen");
+    close(fd);
+    return s;
+  }
+  return fd;
+}
+
+absl::StatusOr<SocketAddress> LocalAddress(int fd) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof(sa);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    return ErrnoStatus("socket", "getsockname");
+  }
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf));
+  return SocketAddress{buf, ntohs(sa.sin_port)};
+}
+
+absl::StatusOr<int> ConnectTo(const SocketAddress& remote, const std::string& bind_ip,
+                              const std::string& ifname, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(sockaddr_in dst, ToSockaddr(remote.ip, remote.port));
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string what =
+      absl::StrCat("connecting to ", remote.ToString(), ifname.empty() ? "" : " via " + ifname);
+  absl::Duration backoff = absl::Milliseconds(5);
+  while (true) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return ErrnoStatus(what, "socket");
+    auto fail = [&](const char* call, int err) {
+      absl::Status s = ErrnoStatus(what, call, err);
+      close(fd);
+      return s;
+    };
+    // SO_BINDTODEVICE pins the route lookup to the chosen NIC, so the traffic
+    // leaves through it even when several NICs share a subnet.
+    if (!ifname.empty() && ifname != "lo" &&
+        setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname.c_str(), ifname.size()) != 0) {
+      return fail("setsockopt(SO_BINDTODEVICE)", errno);
+    }
+    if (!bind_ip.empty()) {
+      ASSIGN_OR_RETURN(sockaddr_in src, ToSockaddr(bind_ip, 0));
+      if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) {
+        return fail("bind", errno);
+      }
+    }
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+      int n = poll(&p, 1, static_cast<int>(ms));
+      if (n == 0) return fail("connect", ETIMEDOUT);
+      socklen_t len = sizeof(err);
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) return fd;
+    close(fd);
+    bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN;
+    if (!retry || absl::Now() + backoff > deadline) return ErrnoStatus(what, "connect", err);
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(200));
+  }
+}
+
+absl::Status ConfigureDataSocket(int fd, size_t buffer_bytes) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return ErrnoStatus("data socket", "setsockopt(TCP_NODELAY)");
+  }
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  if (buffer_bytes > 0) {
+    int b = static_cast<int>(buffer_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
+  }
+  return SetNonBlocking(fd, true);
+}
+
+namespace {
+absl::Status WaitFd(int fd, short events, absl::Time deadline, const std::string& what) {
+  int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  if (ms <= 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+  pollfd p{fd, events, 0};
+  int n = poll(&p, 1, static_cast<int>(ms));
+  if (n < 0 && errno != EINTR) return ErrnoStatus(what, "poll");
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status WriteFully(int fd, const void* buf, size_t len, absl::Time deadline,
+                        const std::string& what) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, what));
+    } else {
+      return ErrnoStatus(what, "send");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadFully(int fd, void* buf, size_t len, absl::Time deadline,
+                       const std::string& what) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = recv(fd, p, len, 0);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      return absl::UnavailableError(absl::StrCat(what, ": peer closed the connection"));
+    } else if (errno == EAGAIN || errno == EINTR) {
+      RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what));
+    } else {
+      return ErrnoStatus(what, "recv");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SetThreadName(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+
+}  // namespace mixnet::transport::tcp

@@ -1,0 +1,89 @@
+// TCP transport device: one local NIC, its listening socket, and the epoll
+// progress thread ("mx-tcp-<nic>") that runs every socket of every connection
+// made through this device. Connections must be destroyed before their device.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "runtime/transport/tcp/socket_util.h"
+#include "runtime/transport/transport.h"
+
+namespace mixnet::transport::tcp {
+
+// Something with a file descriptor in the device's epoll set. Runs on the
+// progress thread only.
+class EpollHandler {
+ public:
+  virtual ~EpollHandler() = default;
+  virtual void OnEvents(uint32_t events) = 0;
+};
+
+// First bytes on every data socket, from the dialling side.
+struct Hello {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t connection_id;
+  uint32_t index;  // socket index within the connection
+  uint32_t count;  // sockets in the connection
+};
+inline constexpr uint32_t kHelloMagic = 0x4D58544Eu;  // "MXTN"
+inline constexpr uint32_t kHelloVersion = 1;
+
+class TcpDevice : public Device {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpDevice>> Create(const DeviceOptions& options);
+  ~TcpDevice() override;
+
+  std::string kind() const override { return "tcp"; }
+  std::string name() const override { return name_; }
+  std::string address() const override { return listen_address_.ToString(); }
+  absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) override;
+
+  // For connections: epoll registration (thread-safe) and running `fn` on the
+  // progress thread, waiting for it (inline when already there).
+  absl::Status AddFd(int fd, uint32_t events, EpollHandler* handler);
+  void ModifyFd(int fd, uint32_t events, EpollHandler* handler);
+  void RemoveFd(int fd);
+  void RunOnProgressThread(const std::function<void()>& fn);
+  bool OnProgressThread() const;
+
+  const DeviceOptions& options() const { return options_; }
+
+ private:
+  class Listener;
+  class Handshake;
+  TcpDevice(DeviceOptions options, std::string name, int listen_fd, int epoll_fd, int event_fd,
+            SocketAddress listen_address);
+  void ProgressLoop();
+  void AcceptAll();
+  void OnHello(Handshake* hs, const Hello& hello);  // takes the socket
+  void DropHandshake(Handshake* hs);
+
+  const DeviceOptions options_;
+  const std::string name_;
+  const int listen_fd_;
+  const int epoll_fd_;
+  const int event_fd_;
+  const SocketAddress listen_address_;
+  std::unique_ptr<Listener> listener_;
+  std::thread thread_;
+  std::thread::id thread_id_;
+  std::atomic<bool> stop_{false};
+
+  absl::Mutex mu_;
+  std::vector<std::function<void()>> commands_ ABSL_GUARDED_BY(mu_);
+  // Accepted sockets whose hello arrived, by connection id, then socket index.
+  std::map<uint64_t, std::map<uint32_t, int>> accepted_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, uint32_t> expected_count_ ABSL_GUARDED_BY(mu_);
+  // Handshakes in progress (progress thread only).
+  std::map<Handshake*, std::unique_ptr<Handshake>> handshakes_;
+};
+
+}  // namespace mixnet::transport::tcp

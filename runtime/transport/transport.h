@@ -1,0 +1,115 @@
+// The data-plane transport interface: a Device per local NIC, Connections
+// between two endpoints, and tag-matched, non-blocking send/recv Requests.
+//
+// Threads: Device::Connect and Isend/Irecv may be called from any thread;
+// each Device runs its own progress thread (named "mx-<kind>-<nic>") that
+// moves bytes and completes requests. Request::Wait blocks the caller only.
+//
+// Semantics every implementation provides (tested by transport_test.cc, which
+// is parameterised over transports):
+//  - Messages on one Connection with the same tag match receives in FIFO order;
+//    different tags are independent.
+//  - A receive may be larger than the message; Request reports the bytes that
+//    arrived. A message larger than its receive fails both requests with
+//    InvalidArgument.
+//  - A message that arrives before its receive is posted is held until one is.
+//  - When the remote end dies or closes, every pending and future request on
+//    the connection fails with Unavailable naming the peer; a wait past its
+//    deadline returns DeadlineExceeded and leaves the request pending.
+//  - Zero-length messages are legal.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mixnet::transport {
+
+// A posted send or receive.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Non-blocking: true once complete (then status() and bytes() are final).
+  virtual bool Done() const = 0;
+  // Blocks until complete or until `timeout` passes (DeadlineExceeded). Returns
+  // the request's final status when complete.
+  virtual absl::Status Wait(absl::Duration timeout) = 0;
+  // Final status; OK while pending.
+  virtual absl::Status status() const = 0;
+  // Bytes transferred (for a receive: the size of the matched message).
+  virtual size_t bytes() const = 0;
+};
+
+// A bidirectional, reliable, tag-matched channel between two endpoints.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // `buf` must stay valid (and unmodified, for sends) until the request is done.
+  virtual absl::StatusOr<std::unique_ptr<Request>> Isend(const void* buf, size_t len,
+                                                         uint64_t tag) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Request>> Irecv(void* buf, size_t len, uint64_t tag) = 0;
+  // Human-readable name of the remote end ("rank 3 (10.0.0.4:4711 via eth1)").
+  virtual std::string peer_name() const = 0;
+  // OK while healthy; the error that broke the connection otherwise.
+  virtual absl::Status health() const = 0;
+};
+
+// How to establish one Connection. Both ends call Device::Connect with the same
+// `connection_id` (unique per pair of endpoints and path); the one with
+// `initiator` set dials `remote_address`, the other waits for that dial.
+struct ConnectOptions {
+  std::string remote_address;  // the peer Device's address() blob
+  uint64_t connection_id = 0;
+  bool initiator = false;
+  std::string peer_name;  // for messages: "rank 3 on host h1"
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+// Called (from the progress thread) when a connection of this device breaks.
+using FailureCallback = std::function<void(const absl::Status&)>;
+
+struct DeviceOptions {
+  // Local NIC: interface name ("eth1", "lo") and/or IPv4 address to bind.
+  // Connections leave through this NIC.
+  std::string ifname;
+  std::string bind_address;
+  // TCP: sockets per connection, striping chunk and socket buffer sizes.
+  int sockets_per_connection = 2;
+  size_t chunk_bytes = 1 << 20;
+  size_t socket_buffer_bytes = 4 << 20;
+  // Verbs: device name (empty: first), port, GID index.
+  std::string ib_device;
+  int ib_port = 1;
+  int ib_gid_index = 0;
+  // Invoked once per connection that fails.
+  FailureCallback on_failure;
+};
+
+// One local NIC. Owns the progress thread and the listening endpoint.
+class Device {
+ public:
+  virtual ~Device() = default;
+  // "tcp" or "verbs".
+  virtual std::string kind() const = 0;
+  // e.g. "tcp:eth1(10.0.0.1)".
+  virtual std::string name() const = 0;
+  // Opaque blob that a peer passes as ConnectOptions::remote_address.
+  virtual std::string address() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) = 0;
+};
+
+// Creates a device of the given kind ("tcp", "verbs"). Kinds not compiled in,
+// or with no hardware, return Unavailable naming what is missing.
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
+                                                     const DeviceOptions& options);
+
+// Fills DeviceOptions defaults from the MIXNET_* settings.
+DeviceOptions DeviceOptionsFromSettings();
+
+}  // namespace mixnet::transport

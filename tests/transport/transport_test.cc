@@ -1,0 +1,295 @@
+// Transport conformance tests, parameterised over transport x sockets per
+// connection. The same tests run against verbs where an RDMA device exists and
+// skip with the reason where it does not.
+#include "runtime/transport/transport.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace mixnet::transport {
+namespace {
+
+struct Param {
+  std::string transport;
+  int sockets;
+};
+
+std::string ParamName(const testing::TestParamInfo<Param>& info) {
+  return info.param.transport + "_" + std::to_string(info.param.sockets) + "sock";
+}
+
+std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+class TransportTest : public testing::TestWithParam<Param> {
+ protected:
+  DeviceOptions Options() {
+    DeviceOptions o;
+    o.ifname = "lo";
+    o.sockets_per_connection = GetParam().sockets;
+    o.chunk_bytes = 256 << 10;
+    return o;
+  }
+  std::unique_ptr<Device> MakeDevice() {
+    absl::StatusOr<std::unique_ptr<Device>> d = CreateDevice(GetParam().transport, Options());
+    if (!d.ok()) {
+      skip_reason_ = std::string(d.status().message());
+      return nullptr;
+    }
+    return *std::move(d);
+  }
+  void SetUp() override {
+    a_ = MakeDevice();
+    if (a_ == nullptr) GTEST_SKIP() << GetParam().transport << " unavailable: " << skip_reason_;
+    b_ = MakeDevice();
+    ASSERT_NE(b_, nullptr) << skip_reason_;
+    ConnectPair(a_.get(), b_.get(), 1, &ca_, &cb_);
+  }
+  void TearDown() override {
+    ca_.reset();
+    cb_.reset();
+  }
+  static void ConnectPair(Device* a, Device* b, uint64_t id, std::unique_ptr<Connection>* ca,
+                          std::unique_ptr<Connection>* cb) {
+    absl::StatusOr<std::unique_ptr<Connection>> rb;
+    std::thread t([&] {
+      ConnectOptions o{a->address(), id, false, "endpoint a", absl::Seconds(10)};
+      rb = b->Connect(o);
+    });
+    ConnectOptions o{b->address(), id, true, "endpoint b", absl::Seconds(10)};
+    absl::StatusOr<std::unique_ptr<Connection>> ra = a->Connect(o);
+    t.join();
+    ASSERT_TRUE(ra.ok()) << ra.status();
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    *ca = *std::move(ra);
+    *cb = *std::move(rb);
+  }
+  void Transfer(size_t bytes, uint64_t tag) {
+    std::vector<uint8_t> src = Pattern(bytes, static_cast<uint32_t>(bytes + tag));
+    std::vector<uint8_t> dst(bytes + 7, 0xEE);
+    auto r = cb_->Irecv(dst.data(), bytes, tag);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto s = ca_->Isend(src.data(), bytes, tag);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)->Wait(absl::Seconds(60)).ok());
+    ASSERT_TRUE((*r)->Wait(absl::Seconds(60)).ok()) << (*r)->status();
+    EXPECT_EQ((*r)->bytes(), bytes);
+    EXPECT_EQ((*s)->bytes(), bytes);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << "payload corrupted";
+    for (size_t i = bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "wrote past the end";
+  }
+
+  std::string skip_reason_;
+  std::unique_ptr<Device> a_, b_;
+  std::unique_ptr<Connection> ca_, cb_;
+};
+
+TEST_P(TransportTest, SizesArriveIntact) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4097}, size_t{(256 << 10) + 1}, size_t{3 << 20},
+                       size_t{64 << 20}}) {
+    SCOPED_TRACE(bytes);
+    Transfer(bytes, bytes);
+  }
+}
+
+TEST_P(TransportTest, BothDirectionsAtOnce) {
+  constexpr size_t kBytes = 5 << 20;
+  std::vector<uint8_t> x = Pattern(kBytes, 1), y = Pattern(kBytes, 2);
+  std::vector<uint8_t> rx(kBytes), ry(kBytes);
+  auto r1 = cb_->Irecv(rx.data(), kBytes, 9);
+  auto r2 = ca_->Irecv(ry.data(), kBytes, 9);
+  auto s1 = ca_->Isend(x.data(), kBytes, 9);
+  auto s2 = cb_->Isend(y.data(), kBytes, 9);
+  for (auto* r : {&r1, &r2, &s1, &s2}) {
+    ASSERT_TRUE(r->ok());
+    ASSERT_TRUE((**r)->Wait(absl::Seconds(30)).ok());
+  }
+  EXPECT_EQ(rx, x);
+  EXPECT_EQ(ry, y);
+}
+
+TEST_P(TransportTest, FifoPerTagAndTagsIndependent) {
+  constexpr int kMsgs = 40;
+  std::vector<std::vector<uint8_t>> src, dst;
+  for (int i = 0; i < kMsgs; ++i) {
+    src.push_back(Pattern(1000 + i * 997, i));
+    dst.emplace_back(src.back().size());
+  }
+  // Sends alternate between tags 1 and 2; receives for tag 2 are posted first.
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int pass : {2, 1}) {
+    for (int i = 0; i < kMsgs; ++i) {
+      if (i % 2 + 1 != pass) continue;
+      auto r = cb_->Irecv(dst[i].data(), dst[i].size(), pass);
+      ASSERT_TRUE(r.ok());
+      reqs.push_back(*std::move(r));
+    }
+  }
+  for (int i = 0; i < kMsgs; ++i) {
+    auto s = ca_->Isend(src[i].data(), src[i].size(), i % 2 + 1);
+    ASSERT_TRUE(s.ok());
+    reqs.push_back(*std::move(s));
+  }
+  for (auto& r : reqs) ASSERT_TRUE(r->Wait(absl::Seconds(30)).ok()) << r->status();
+  for (int i = 0; i < kMsgs; ++i) EXPECT_EQ(src[i], dst[i]) << "message " << i;
+}
+
+TEST_P(TransportTest, UnexpectedMessagesAreHeld) {
+  std::vector<uint8_t> big = Pattern(2 << 20, 3), small = Pattern(10, 4);
+  auto s1 = ca_->Isend(big.data(), big.size(), 5);
+  auto s2 = ca_->Isend(small.data(), small.size(), 6);
+  ASSERT_TRUE((*s1)->Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE((*s2)->Wait(absl::Seconds(30)).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  std::vector<uint8_t> rsmall(64), rbig(big.size());
+  auto r2 = cb_->Irecv(rsmall.data(), rsmall.size(), 6);
+  auto r1 = cb_->Irecv(rbig.data(), rbig.size(), 5);
+  ASSERT_TRUE((*r1)->Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE((*r2)->Wait(absl::Seconds(30)).ok());
+  EXPECT_EQ(rbig, big);
+  EXPECT_EQ((*r2)->bytes(), small.size());
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), rsmall.begin()));
+}
+
+TEST_P(TransportTest, ReceiveLargerThanSendReportsSize) {
+  std::vector<uint8_t> src = Pattern(123, 5), dst(4096);
+  auto r = cb_->Irecv(dst.data(), dst.size(), 1);
+  auto s = ca_->Isend(src.data(), src.size(), 1);
+  ASSERT_TRUE((*r)->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ((*r)->bytes(), 123u);
+}
+
+TEST_P(TransportTest, SendLargerThanReceiveIsInvalidArgumentAndStreamContinues) {
+  std::vector<uint8_t> src = Pattern(5000, 6), dst(100, 0xAB);
+  auto r = cb_->Irecv(dst.data(), dst.size(), 1);
+  auto s = ca_->Isend(src.data(), src.size(), 1);
+  absl::Status st = (*r)->Wait(absl::Seconds(10));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("exceeds"), std::string::npos);
+  for (uint8_t b : dst) ASSERT_EQ(b, 0xAB) << "wrote into a too-small buffer";
+  Transfer(777, 1);  // the connection still works afterwards
+}
+
+TEST_P(TransportTest, NullBufferWithBytesIsInvalidArgument) {
+  EXPECT_EQ(ca_->Isend(nullptr, 10, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cb_->Irecv(nullptr, 10, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ca_->Isend(nullptr, 0, 1).ok());
+  EXPECT_TRUE(cb_->Irecv(nullptr, 0, 1).ok());
+}
+
+TEST_P(TransportTest, WaitTimesOutWithDeadlineExceeded) {
+  std::vector<uint8_t> dst(10);
+  auto r = cb_->Irecv(dst.data(), dst.size(), 42);
+  absl::Time t0 = absl::Now();
+  EXPECT_EQ((*r)->Wait(absl::Milliseconds(100)).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
+  EXPECT_FALSE((*r)->Done());
+}
+
+TEST_P(TransportTest, OrderlyCloseFailsPendingReceiveWithUnavailable) {
+  std::vector<uint8_t> dst(10);
+  auto r = cb_->Irecv(dst.data(), dst.size(), 1);
+  ca_.reset();
+  absl::Status st = (*r)->Wait(absl::Seconds(10));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("endpoint"), std::string::npos) << st;
+}
+
+TEST_P(TransportTest, ManyOutstandingRequests) {
+  constexpr int kN = 64;
+  std::vector<std::vector<uint8_t>> src, dst;
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int i = 0; i < kN; ++i) {
+    src.push_back(Pattern(i * 4099 + 1, i + 100));
+    dst.emplace_back(src.back().size());
+  }
+  for (int i = 0; i < kN; ++i) reqs.push_back(*cb_->Irecv(dst[i].data(), dst[i].size(), 3));
+  for (int i = 0; i < kN; ++i) reqs.push_back(*ca_->Isend(src[i].data(), src[i].size(), 3));
+  for (auto& r : reqs) ASSERT_TRUE(r->Wait(absl::Seconds(30)).ok());
+  EXPECT_EQ(src, dst);
+}
+
+// A peer process that dies without closing: the survivor's pending receive
+// fails with Unavailable naming the peer, well before its timeout.
+TEST_P(TransportTest, PeerProcessDeathIsUnavailable) {
+  std::unique_ptr<Device> server = MakeDevice();
+  ASSERT_NE(server, nullptr);
+  std::string addr = server->address();
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: connect, send one message, then die abruptly.
+    auto dev = CreateDevice(GetParam().transport, Options());
+    if (!dev.ok()) _exit(2);
+    auto c = (*dev)->Connect({addr, 77, true, "parent", absl::Seconds(10)});
+    if (!c.ok()) _exit(3);
+    uint32_t v = 0xC0FFEE;
+    auto s = (*c)->Isend(&v, sizeof(v), 1);
+    if (!s.ok() || !(*s)->Wait(absl::Seconds(10)).ok()) _exit(4);
+    absl::SleepFor(absl::Milliseconds(200));
+    kill(getpid(), SIGKILL);
+  }
+  auto c = server->Connect({"", 77, false, "rank 9 (child)", absl::Seconds(10)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  uint32_t v = 0;
+  auto r1 = (*c)->Irecv(&v, sizeof(v), 1);
+  ASSERT_TRUE((*r1)->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ(v, 0xC0FFEEu);
+  std::vector<uint8_t> dst(100);
+  auto r2 = (*c)->Irecv(dst.data(), dst.size(), 2);
+  absl::Time t0 = absl::Now();
+  absl::Status st = (*r2)->Wait(absl::Seconds(10));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("rank 9"), std::string::npos) << st;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  EXPECT_TRUE(WIFSIGNALED(wstatus));
+  EXPECT_FALSE((*c)->health().ok());
+  auto r3 = (*c)->Irecv(dst.data(), dst.size(), 2);
+  EXPECT_EQ(r3.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_P(TransportTest, ConnectTimesOutWhenPeerNeverDials) {
+  absl::Time t0 = absl::Now();
+  auto c = a_->Connect({"", 999, false, "ghost", absl::Milliseconds(200)});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
+                         testing::Values(Param{"tcp", 1}, Param{"tcp", 2}, Param{"tcp", 4},
+                                         Param{"verbs", 1}),
+                         ParamName);
+
+TEST(TransportFactory, UnknownKindIsInvalidArgument) {
+  EXPECT_EQ(CreateDevice("carrier-pigeon", {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TransportFactory, UnknownInterfaceNamesIt) {
+  DeviceOptions o;
+  o.ifname = "nosuchif0";
+  auto d = CreateDevice("tcp", o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("nosuchif0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mixnet::transport
