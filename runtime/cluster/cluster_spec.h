@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace mixnet::cluster {
@@ -32,11 +33,11 @@ enum class NicRole { kEps, kOcs };
 std::string_view NicRoleName(NicRole role);
 
 struct NicSpec {
-  std::string name;      // interface name inside the host ("eps0", "ocs1", "lo")
+  std::string name;  // interface name inside the host ("eps0", "ocs1", "lo")
   NicRole role = NicRole::kEps;
-  std::string address;   // IPv4 address, without prefix
-  int prefix_len = 32;   // from "a.b.c.d/len"; 32 when absent
-  double gbps = 0;       // link speed in Gbit/s (> 0)
+  std::string address;     // IPv4 address, without prefix
+  int prefix_len = 32;     // from "a.b.c.d/len"; 32 when absent
+  double gbps = 0;         // link speed in Gbit/s (> 0)
   std::string ocs_switch;  // OCS NICs only: switch name
   int ocs_port = 0;        // OCS NICs only: 1-based switch port
 };
@@ -77,7 +78,8 @@ struct ClusterSpec {
 
   // Parses YAML text. Errors are InvalidArgument naming the source, line and
   // field path, e.g. "spec.yaml:12: hosts[1].nics[0].role: expected eps or ocs, got 'foo'".
-  static absl::StatusOr<ClusterSpec> Parse(std::string_view yaml, std::string_view source = "<spec>");
+  static absl::StatusOr<ClusterSpec> Parse(std::string_view yaml,
+                                           std::string_view source = "<spec>");
   static absl::StatusOr<ClusterSpec> LoadFile(const std::string& path);
 
   // A one-host spec named `host` with a single EPS NIC (used when no spec is
@@ -94,5 +96,20 @@ struct ClusterSpec {
   };
   std::optional<PortOwner> FindPort(std::string_view ocs_switch, int port) const;
 };
+
+// Checks a set of circuits (the spec's initial ones or a live topology)
+// against the spec's cabling: every switch known, every port in 1..ports and
+// cabled to an OCS NIC, no port used twice, no self-loop, no circuit joining
+// two NICs of one host, no circuit between hosts of different regions (when
+// both are in a region). InvalidArgument "circuits[i].<field>: ..." otherwise.
+absl::Status ValidateCircuits(const ClusterSpec& spec, const std::vector<CircuitSpec>& circuits);
+
+// Parses "a.b.c.d" or "a.b.c.d/len" (decimal octets without leading zeros,
+// len 0..32). `prefix_len` is 32 when absent. InvalidArgument otherwise.
+struct Ipv4Address {
+  std::string address;  // "a.b.c.d"
+  int prefix_len = 32;
+};
+absl::StatusOr<Ipv4Address> ParseIpv4(std::string_view text);
 
 }  // namespace mixnet::cluster

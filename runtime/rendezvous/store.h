@@ -2,8 +2,16 @@
 // FileStore (a shared directory, one host) and TcpStore (served by one rank,
 // many hosts). Keys are written once; Get waits until the key exists or the
 // timeout passes (DeadlineExceeded naming the key). Thread-safe.
+//
+// Semantics shared by every store: keys are non-empty byte strings of at most
+// kMaxKeyBytes; values are byte strings (NULs allowed) of at most
+// kMaxValueBytes; Set overwrites; Add keeps its counter as a decimal string
+// that Get returns. Implementations: file_store.cc, tcp_store_{server,client}.cc,
+// store.cc (PrefixStore, OpenStore).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +21,11 @@
 #include "absl/time/time.h"
 
 namespace mixnet::rendezvous {
+
+// Limits enforced by every store (InvalidArgument beyond them). The TCP server
+// also rejects frames beyond them before allocating anything.
+inline constexpr size_t kMaxKeyBytes = 64 * 1024;
+inline constexpr size_t kMaxValueBytes = 64 * 1024 * 1024;
 
 class Store {
  public:
@@ -27,6 +40,13 @@ class Store {
 absl::StatusOr<std::unique_ptr<Store>> CreateFileStore(const std::string& dir);
 
 // Connects to a TcpStoreServer at host:port, retrying until `timeout`.
+// Failing that: Unavailable naming host:port and the last connect error
+// (InvalidArgument when the host does not resolve). The store is thread-safe:
+// concurrent calls use separate pooled connections, so a waiting Get does not
+// block other threads. I/O timeout: max(timeout, 1s) without progress (a Get's
+// reply may take its own timeout on top). A lost server is Unavailable, a
+// silent one DeadlineExceeded; both name host:port. No automatic retries after
+// the first connection (a dead server fails each call at once).
 absl::StatusOr<std::unique_ptr<Store>> ConnectTcpStore(const std::string& host, int port,
                                                        absl::Duration timeout);
 
@@ -41,6 +61,7 @@ class TcpStoreServer {
 };
 
 // Prefixes every key, so several jobs (or communicators) can share one store.
+// Key "k" becomes "<prefix>/k" in `base`, which is not owned and must outlive it.
 std::unique_ptr<Store> PrefixStore(std::string prefix, Store* base);
 
 // Parses "file:DIR" or "tcp://HOST:PORT" (MIXNET-style URL). For tcp, the rank

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/cluster/cluster_spec.h"
 
@@ -43,6 +44,11 @@ class RouteTable {
   // (striped). Otherwise: kEps paths (EPS NICs paired in order).
   const std::vector<Path>& PathsTo(std::string_view peer_host) const;
   const std::map<std::string, std::vector<Path>, std::less<>>& all() const { return routes_; }
+  // The kEps paths to `peer_host` whether or not circuits join the two hosts
+  // (where the data plane re-sends a dead OCS path's chunks). Empty when one of
+  // the two hosts has no EPS NIC or the host is unknown; for the local host, its
+  // kIntraHost path.
+  const std::vector<Path>& EpsPathsTo(std::string_view peer_host) const;
 
  private:
   friend absl::StatusOr<RouteTable> BuildRouteTable(const cluster::ClusterSpec&, const Topology&,
@@ -50,12 +56,19 @@ class RouteTable {
   uint64_t epoch_ = 0;
   std::string local_host_;
   std::map<std::string, std::vector<Path>, std::less<>> routes_;
+  std::map<std::string, std::vector<Path>, std::less<>> eps_routes_;
 };
+
+// Checks a topology against the spec (see cluster::ValidateCircuits):
+// InvalidArgument "topology epoch N: circuits[i].<field>: ..." when a circuit
+// names an unknown switch, a port out of range or uncabled, a port used twice,
+// a self-loop, two NICs of one host, or hosts of different regions.
+absl::Status ValidateTopology(const cluster::ClusterSpec& spec, const Topology& topology);
 
 // InvalidArgument when the local host is unknown, a circuit names an unknown
 // switch or uncabled port, a port is used twice, or a circuit joins two NICs of
-// one host; every peer host must be reachable (a host with no EPS NIC and no
-// circuit to some peer is an error naming both).
+// one host (see ValidateTopology); every peer host must be reachable (a host
+// with no EPS NIC and no circuit to some peer is an error naming both).
 absl::StatusOr<RouteTable> BuildRouteTable(const cluster::ClusterSpec& spec,
                                            const Topology& topology, std::string_view local_host);
 

@@ -96,7 +96,8 @@ absl::StatusOr<std::string> InterfaceOfAddress(const std::string& ip) {
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> MatchInterfaces(
     const std::string& filter_text) {
-  absl::string_view filter = filter_text.empty() ? "lo" : filter_text;
+  const std::string filter_storage = filter_text.empty() ? std::string("lo") : filter_text;
+  absl::string_view filter = filter_storage;
   bool exclude = absl::ConsumePrefix(&filter, "^");
   bool exact = absl::ConsumePrefix(&filter, "=");
   std::vector<std::string> items = absl::StrSplit(filter, ',', absl::SkipEmpty());

@@ -104,20 +104,24 @@ TcpConnection::~TcpConnection() {
   bool healthy;
   {
     absl::MutexLock lock(&mu_);
-    healthy = failed_.ok() && !peer_closed_;
+    healthy = failed_.ok();
     closing_ = true;
     if (healthy) {
-      OutFrame f;
-      f.hdr = FrameHeader{kFrameClose, kFrameMagic, 0, 0, 0};
-      sockets_[0]->outq.push_back(f);
-      ArmWrite(sockets_[0].get());
+      // Every socket gets its own CLOSE, so an EOF is never mistaken for a death.
+      for (auto& s : sockets_) {
+        if (!s->registered) continue;  // the peer already shut this one down
+        OutFrame f;
+        f.hdr = FrameHeader{kFrameClose, kFrameMagic, 0, 0, 0};
+        s->outq.push_back(f);
+        ArmWrite(s.get());
+      }
     }
   }
   if (healthy) {
     auto drained = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       if (!failed_.ok()) return true;
       for (auto& s : sockets_) {
-        if (!s->outq.empty()) return false;
+        if (s->registered && !s->outq.empty()) return false;
       }
       return true;
     };
@@ -126,6 +130,7 @@ TcpConnection::~TcpConnection() {
     mu_.Unlock();
   }
   device_->RunOnProgressThread([this] {
+    absl::MutexLock lock(&mu_);
     for (auto& s : sockets_) {
       if (s->registered) device_->RemoveFd(s->fd);
       s->registered = false;
@@ -264,7 +269,12 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
         continue;
       }
       if (n == 0) {
-        if (closed_by_peer) {
+        bool closing;
+        {
+          absl::MutexLock lock(&c->mu_);
+          closing = c->closing_;
+        }
+        if (closed_by_peer || closing) {
           c->OnPeerShutdown(this);
           return;
         }
@@ -387,7 +397,6 @@ void TcpConnection::OnFrame(Socket* s, const FrameHeader& h) {
     case kFrameClose: {
       peer_closed_ = true;
       s->closed_by_peer = true;
-      for (auto& other : sockets_) other->closed_by_peer = true;
       for (auto& [tag, q] : posted_) {
         for (PostedRecv& r : q) {
           r.req->Complete(absl::UnavailableError(absl::StrCat("receive from ", peer_name_,
@@ -449,7 +458,7 @@ void TcpConnection::OnWritable(Socket* s) {
     bool quiet;
     {
       absl::MutexLock lock(&mu_);
-      quiet = peer_closed_;
+      quiet = peer_closed_ || closing_;
     }
     Fail(ErrnoStatus(absl::StrCat("lost connection to ", SocketName(s)), "sendmsg"), !quiet);
     return;

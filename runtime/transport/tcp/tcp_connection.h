@@ -6,7 +6,7 @@
 // Wire format: 32-byte frames {type, magic, seq, a, b}.
 //   MSG   (socket 0): a = tag, b = total bytes. Announces message `seq`.
 //   CHUNK (any)     : a = offset, b = length, followed by the payload.
-//   CLOSE (socket 0): orderly shutdown; no more frames follow.
+//   CLOSE (each)    : orderly shutdown; no more frames follow on that socket.
 // The sender queues MSG(seq) on socket 0 before any CHUNK(seq), so a receiver
 // that reads a CHUNK of an unannounced message pauses that socket until
 // socket 0 delivers the announcement (socket 0 never pauses).

@@ -1,0 +1,43 @@
+// All-to-all collectives over a Communicator. Every peer progresses at once
+// (all receives posted, then all sends, then one wait), and each peer's bytes
+// are split across the paths the router chose for that peer (direct circuits
+// striped by link speed, else EPS). Called from the communicator's caller thread.
+//
+// Counts and displacements are in bytes. Ranks exchange their counts with each
+// call, so a mismatch (rank i sends n bytes to j, j expects m) is an
+// InvalidArgument on both ranks naming both, and nothing is written outside
+// the given buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "runtime/collectives/communicator.h"
+
+namespace mixnet::collectives {
+
+// send: world_size blocks of bytes_per_peer (block j goes to rank j);
+// recv: world_size blocks (block j came from rank j). Buffers must not overlap.
+absl::Status Alltoall(Communicator& comm, const void* send, void* recv, size_t bytes_per_peer);
+
+struct AlltoallvArgs {
+  const void* send = nullptr;
+  size_t send_bytes = 0;  // size of the whole send buffer (bounds check)
+  absl::Span<const size_t> send_counts;
+  absl::Span<const size_t> send_displs;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;  // size of the whole receive buffer (bounds check)
+  absl::Span<const size_t> recv_counts;
+  absl::Span<const size_t> recv_displs;
+};
+absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& args);
+
+// How `bytes` to one peer are split across paths of the given speeds:
+// proportional to speed, 4 KiB-aligned pieces, remainder on the last path.
+// Deterministic, so sender and receiver compute the same pieces.
+std::vector<size_t> SplitAcrossPaths(size_t bytes, const std::vector<double>& gbps);
+
+}  // namespace mixnet::collectives
