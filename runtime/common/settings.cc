@@ -55,6 +55,9 @@ absl::StatusOr<Settings> Settings::FromEnv(
   if (s.chunk_bytes < 4096) {
     return absl::InvalidArgumentError("MIXNET_CHUNK_BYTES must be at least 4096");
   }
+  if (s.socket_buffer_bytes < 0) {
+    return absl::InvalidArgumentError("MIXNET_SOCKET_BUFFER_BYTES must be >= 0");
+  }
   if (s.timeout_ms <= 0 || s.connect_timeout_ms <= 0) {
     return absl::InvalidArgumentError(
         "MIXNET_TIMEOUT_MS and MIXNET_CONNECT_TIMEOUT_MS must be > 0");

@@ -1,0 +1,129 @@
+// Peer runs and the comparison report (see peer_runner.h).
+#include "bench/alltoall_perf/peer_runner.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+
+namespace mixnet::bench {
+namespace {
+
+// Runs `argv`, returns its stdout lines (empty on failure).
+std::vector<std::string> Capture(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const std::string& a : argv) absl::StrAppend(&cmd, "'", a, "' ");
+  FILE* f = popen(cmd.c_str(), "r");
+  std::vector<std::string> lines;
+  if (f == nullptr) return lines;
+  char buf[4096];
+  std::string cur;
+  while (fgets(buf, sizeof(buf), f) != nullptr) {
+    cur += buf;
+    if (!cur.empty() && cur.back() == '\n') {
+      cur.pop_back();
+      lines.push_back(cur);
+      cur.clear();
+    }
+  }
+  int rc = pclose(f);
+  if (rc != 0) {
+    std::cerr << "mixnet_alltoall_perf: peer " << argv[0] << " failed (status " << rc << ")\n";
+    lines.clear();
+  }
+  return lines;
+}
+
+const peers::Result* Find(const std::vector<peers::Result>& v, size_t bytes) {
+  for (const peers::Result& r : v) {
+    if (r.bytes_per_peer == bytes) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::ordered_json ResultToJson(const peers::Result& r) {
+  nlohmann::ordered_json j;
+  j["bytes_per_peer"] = r.bytes_per_peer;
+  j["ranks"] = r.ranks;
+  j["transport"] = r.transport;
+  j["time_us"] = r.time_us;
+  j["algbw_GBps"] = r.algbw_gbps;
+  j["busbw_GBps"] = r.busbw_gbps;
+  j["iters"] = r.iters;
+  j["warmup"] = r.warmup;
+  return j;
+}
+
+peers::Result ResultFromJson(const nlohmann::json& j) {
+  peers::Result r;
+  r.bytes_per_peer = j.value("bytes_per_peer", size_t{0});
+  r.ranks = j.value("ranks", 0);
+  r.transport = j.value("transport", "");
+  r.time_us = j.value("time_us", 0.0);
+  r.algbw_gbps = j.value("algbw_GBps", 0.0);
+  r.busbw_gbps = j.value("busbw_GBps", 0.0);
+  r.iters = j.value("iters", 0);
+  r.warmup = j.value("warmup", 0);
+  return r;
+}
+
+std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& c) {
+  std::map<std::string, std::vector<peers::Result>> out;
+  const std::filesystem::path self = peers::SelfExePath();
+  const std::filesystem::path dir = self.parent_path().parent_path() / "peers";
+  for (const char* name : {"gloo", "mpi"}) {
+    std::filesystem::path bin = dir / absl::StrCat("mixnet_alltoall_", name);
+    if (!std::filesystem::exists(bin)) {
+      std::cerr << "mixnet_alltoall_perf: peer " << bin << " not built; skipping " << name << "\n";
+      continue;
+    }
+    std::vector<std::string> lines =
+        Capture({bin.string(), "--ranks", std::to_string(c.ranks), "--sizes", c.sizes, "--iters",
+                 std::to_string(c.iters), "--warmup", std::to_string(c.warmup), "--json",
+                 "--timeout-s", std::to_string(c.timeout_s)});
+    for (const std::string& line : lines) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object()) out[name].push_back(ResultFromJson(j));
+    }
+  }
+  return out;
+}
+
+void PrintReport(const std::vector<peers::Result>& ours,
+                 const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json) {
+  if (!json) {
+    std::printf("# %14s %6s %10s %6s %12s %12s %12s", "bytes/peer", "ranks", "transport", "iters",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+    for (const auto& [name, v] : peer_results) std::printf(" %12s", (name + " busbw").c_str());
+    if (!peer_results.empty()) std::printf(" %14s", "x best peer");
+    std::printf("\n");
+  }
+  for (const peers::Result& r : ours) {
+    double best = 0;
+    nlohmann::ordered_json j = ResultToJson(r);
+    for (const auto& [name, v] : peer_results) {
+      const peers::Result* p = Find(v, r.bytes_per_peer);
+      double bw = p != nullptr ? p->busbw_gbps : 0;
+      best = std::max(best, bw);
+      j[absl::StrCat(name, "_busbw_GBps")] = bw;
+    }
+    if (!peer_results.empty()) j["speedup_vs_best_peer"] = best > 0 ? r.busbw_gbps / best : 0.0;
+    if (json) {
+      std::printf("%s\n", j.dump().c_str());
+      continue;
+    }
+    std::printf("  %14zu %6d %10s %6d %12.1f %12.3f %12.3f", r.bytes_per_peer, r.ranks,
+                r.transport.c_str(), r.iters, r.time_us, r.algbw_gbps, r.busbw_gbps);
+    for (const auto& [name, v] : peer_results) {
+      std::printf(" %12.3f", j[absl::StrCat(name, "_busbw_GBps")].get<double>());
+    }
+    if (!peer_results.empty()) std::printf(" %13.2fx", best > 0 ? r.busbw_gbps / best : 0.0);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace mixnet::bench

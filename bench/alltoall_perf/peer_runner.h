@@ -1,0 +1,27 @@
+// Runs the Gloo and Open MPI peers of mixnet_alltoall_perf (bench/peers) as
+// child processes, reads their JSON lines, and prints the side-by-side report.
+// Called from the launcher's main thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/peers/peer_common.h"
+#include "nlohmann/json.hpp"
+
+namespace mixnet::bench {
+
+nlohmann::ordered_json ResultToJson(const peers::Result& r);
+peers::Result ResultFromJson(const nlohmann::json& j);
+
+// Peer name ("gloo", "mpi") -> results per size. A peer that is not built or
+// fails is reported on stderr and left out.
+std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& common);
+
+// Table (or JSON lines) of our results; with peers, their busbw and our ratio
+// to the best of them at each size.
+void PrintReport(const std::vector<peers::Result>& ours,
+                 const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json);
+
+}  // namespace mixnet::bench

@@ -1,0 +1,102 @@
+// The emulated cluster: turns a ClusterSpec into network namespaces on this
+// machine (see fabric_names.h for the names).
+//   - one namespace per host with its NICs (veth ends named as in the spec,
+//     with the spec's addresses), lo up, IPv6 off; so that several NICs in
+//     one subnet work: rp_filter=0, arp_ignore=1, arp_announce=2, and per NIC
+//     a rule "from <address> lookup <100+i>" whose table routes the subnet
+//     out of that NIC (replies leave through the NIC they belong to);
+//   - an EPS namespace: bridge br0 joining every host's EPS NICs;
+//   - one OCS namespace per switch: port "p<port>" per OCS NIC, dark (no
+//     redirect, ingress qdisc ready) until circuits are installed through the
+//     netns OCS backend (ocs_driver/netns), starting with the spec's circuits;
+//   - tbf at each NIC's gbps on both ends of every link.
+// Needs root: without it Up returns PermissionDenied.
+//
+// Threading: methods may be called from any thread; netlink access is
+// serialised by an internal mutex. NetnsOcs objects lock themselves.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "emulation/links.h"
+#include "ocs_driver/netns/netns_ocs.h"
+#include "runtime/cluster/cluster_spec.h"
+
+namespace mixnet::emulation {
+
+class EmulatedFabric {
+ public:
+  // Builds the fabric for `spec` under `prefix` (DefaultPrefix(spec.name) when
+  // empty). AlreadyExists when namespaces with this prefix exist. On any
+  // failure everything created so far is removed again.
+  static absl::StatusOr<std::unique_ptr<EmulatedFabric>> Up(const cluster::ClusterSpec& spec,
+                                                            std::string prefix = "");
+
+  // Removes every namespace "<prefix>-*" and any root-namespace link whose
+  // name starts with the prefix. Idempotent; works after a crash (needs no
+  // spec and no live EmulatedFabric). Fails only when something could not be
+  // removed, naming it.
+  static absl::Status DownPrefix(absl::string_view prefix);
+
+  ~EmulatedFabric();  // Down() unless Release()d; errors are logged.
+  EmulatedFabric(const EmulatedFabric&) = delete;
+  EmulatedFabric& operator=(const EmulatedFabric&) = delete;
+
+  // Closes this object's sockets and removes the fabric. Idempotent.
+  absl::Status Down();
+  // Leaves the namespaces in place when this object is destroyed (e.g. the
+  // `up` command). Sockets are still closed.
+  void Release();
+
+  const std::string& prefix() const { return prefix_; }
+  const cluster::ClusterSpec& spec() const { return spec_; }
+
+  std::string HostNamespace(absl::string_view host) const;
+  std::string EpsNamespace() const;
+  // The namespace of `ocs_switch`, or of the first switch when empty.
+  std::string OcsNamespace(absl::string_view ocs_switch = {}) const;
+
+  // The circuit programmer of `ocs_switch` (first switch when empty);
+  // NotFound for an unknown switch. Valid until Down()/destruction.
+  absl::StatusOr<ocs::NetnsOcs*> Ocs(absl::string_view ocs_switch = {});
+  // The first switch's programmer; the spec must have a switch (aborts otherwise).
+  ocs::NetnsOcs& ocs();
+
+  // Makes the switches hold exactly `circuits` (spec ports; switches not
+  // mentioned lose all circuits). Validated against the spec first.
+  absl::Status ApplyCircuits(const std::vector<cluster::CircuitSpec>& circuits);
+
+  // Interface counters of NIC `nic` of `host`, read in the host namespace.
+  absl::StatusOr<LinkCounters> ReadCounters(absl::string_view host, absl::string_view nic) const;
+  // All links of one of this fabric's namespaces.
+  absl::StatusOr<std::vector<LinkInfo>> ReadLinks(absl::string_view netns) const;
+
+ private:
+  EmulatedFabric(cluster::ClusterSpec spec, std::string prefix);
+  absl::Status Build();
+  absl::Status BuildHost(const cluster::HostSpec& host, int host_index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<netns::NlSocket*> Socket(const std::string& netns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const cluster::ClusterSpec spec_;
+  const std::string prefix_;
+  bool released_ = false;
+  bool down_ = false;
+
+  mutable absl::Mutex mu_;
+  // Netlink sockets by namespace name (each keeps its namespace alive: closed
+  // before the namespaces are removed).
+  std::map<std::string, std::unique_ptr<netns::NlSocket>> sockets_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<ocs::NetnsOcs>> ocs_;  // by switch name
+};
+
+}  // namespace mixnet::emulation

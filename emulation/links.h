@@ -1,0 +1,80 @@
+// Link plumbing of the emulated fabric through rtnetlink (libnl-route-3):
+// veth pairs whose ends are created directly inside their namespaces, the EPS
+// bridge, addresses, link state, tbf rate limits; and reading all of it back
+// (links, addresses, counters, qdiscs) for `status` and tests.
+//
+// Each function uses the NlSocket it is given (bound to one namespace) on the
+// caller's thread; a socket must not be used by two threads at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ocs_driver/netns/nl_socket.h"
+
+namespace mixnet::emulation {
+
+// Creates veth `ifname` in `sock`'s namespace with its peer `peer_ifname`
+// inside namespace `peer_netns` (no end ever appears in another namespace).
+absl::Status CreateVeth(netns::NlSocket& sock, absl::string_view ifname,
+                        absl::string_view peer_netns, absl::string_view peer_ifname);
+
+absl::Status CreateBridge(netns::NlSocket& sock, absl::string_view name);
+absl::Status SetMaster(netns::NlSocket& sock, absl::string_view ifname, absl::string_view master);
+absl::Status SetLinkUp(netns::NlSocket& sock, absl::string_view ifname, bool up = true);
+absl::Status AddAddress(netns::NlSocket& sock, absl::string_view ifname, absl::string_view address,
+                        int prefix_len);
+// Source routing for a host with several NICs in one subnet: routing table
+// `table` holds "<subnet> dev <ifname> src <address>", and a rule "from
+// <address> lookup <table>" (priority `table`) sends every packet with that
+// source, replies included, out of `ifname`.
+absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
+                              absl::string_view address, int prefix_len, uint32_t table);
+absl::Status DeleteLink(netns::NlSocket& sock, absl::string_view ifname);
+
+// Rate limit on the egress of `ifname`: root tbf at `gbps` (capped at the
+// 32-bit byte rate libnl can express, about 17 Gbit/s), burst max(64 KiB,
+// 2 ms at rate), queue limit 20 ms at rate.
+absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps);
+// The tbf parameters SetTbf uses for `gbps`.
+struct TbfParams {
+  uint32_t rate_bytes_per_s = 0;
+  uint32_t burst_bytes = 0;
+  uint32_t latency_us = 0;
+};
+TbfParams TbfFor(double gbps);
+
+struct LinkCounters {
+  uint64_t rx_bytes = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_packets = 0;
+  uint64_t tx_packets = 0;
+  uint64_t rx_dropped = 0;
+  uint64_t tx_dropped = 0;
+};
+
+struct LinkInfo {
+  std::string name;
+  int ifindex = 0;
+  std::string kind;    // "veth", "bridge", "" (lo)
+  std::string master;  // bridge name when enslaved
+  bool admin_up = false;
+  bool carrier = false;                // IFF_LOWER_UP
+  std::vector<std::string> addresses;  // IPv4 "a.b.c.d/len"
+  LinkCounters counters;
+  uint64_t tbf_rate_bytes_per_s = 0;  // 0: no tbf at the root
+  uint32_t tbf_burst_bytes = 0;
+  bool ingress_qdisc = false;
+};
+
+// Every link of `sock`'s namespace, by ifindex.
+absl::StatusOr<std::vector<LinkInfo>> ReadLinks(netns::NlSocket& sock);
+// One link; NotFound naming it.
+absl::StatusOr<LinkInfo> ReadLink(netns::NlSocket& sock, absl::string_view ifname);
+
+}  // namespace mixnet::emulation
