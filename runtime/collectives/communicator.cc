@@ -223,6 +223,14 @@ absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Reques
       (void)r->Wait(std::min(left, absl::Milliseconds(20)));
     }
     absl::Status s = r->status();
+    if (s.code() == absl::StatusCode::kUnavailable && !failed_.load()) {
+      // A peer that closed in an orderly way mid-collective usually aborted
+      // because a third rank died: give that root cause a moment to surface
+      // and report it instead.
+      const absl::Time grace = std::min(deadline, absl::Now() + absl::Milliseconds(300));
+      while (!failed_.load() && absl::Now() < grace) absl::SleepFor(absl::Milliseconds(5));
+      if (failed_.load()) s = health();
+    }
     if (!s.ok() && first.ok()) first = s;
     if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) {
       // A broken path: nothing more will arrive reliably.

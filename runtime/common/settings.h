@@ -30,7 +30,9 @@ namespace mixnet {
     "TCP sockets per path; chunks are striped across them")                                     \
   X(int64_t, chunk_bytes, "MIXNET_CHUNK_BYTES", 1 << 20, "striping unit across sockets")        \
   X(int64_t, socket_buffer_bytes, "MIXNET_SOCKET_BUFFER_BYTES", 4 << 20,                        \
-    "SO_SNDBUF/SO_RCVBUF of data sockets")                                                      \
+    "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                    \
+  X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                       \
+    "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")         \
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \

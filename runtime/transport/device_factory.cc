@@ -35,6 +35,7 @@ DeviceOptions DeviceOptionsFromSettings() {
   o.sockets_per_connection = static_cast<int>(s.sockets_per_path);
   o.chunk_bytes = static_cast<size_t>(s.chunk_bytes);
   o.socket_buffer_bytes = static_cast<size_t>(s.socket_buffer_bytes);
+  o.eager_bytes = static_cast<size_t>(s.eager_bytes);
   o.ib_device = s.ib_device;
   o.ib_port = static_cast<int>(s.ib_port);
   o.ib_gid_index = static_cast<int>(s.ib_gid_index);

@@ -10,8 +10,8 @@
 //  - Messages on one Connection with the same tag match receives in FIFO order;
 //    different tags are independent.
 //  - A receive may be larger than the message; Request reports the bytes that
-//    arrived. A message larger than its receive fails both requests with
-//    InvalidArgument.
+//    arrived. A message larger than its receive fails the receive with
+//    InvalidArgument and writes nothing into it; the stream goes on.
 //  - A message that arrives before its receive is posted is held until one is.
 //  - When the remote end dies or closes, every pending and future request on
 //    the connection fails with Unavailable naming the peer; a wait past its
@@ -83,6 +83,9 @@ struct DeviceOptions {
   int sockets_per_connection = 2;
   size_t chunk_bytes = 1 << 20;
   size_t socket_buffer_bytes = 4 << 20;
+  // TCP: messages up to this size go eagerly (buffered by the receiver when
+  // no receive is posted); larger ones wait for the receiver (rendezvous).
+  size_t eager_bytes = 64 << 10;
   // Verbs: device name (empty: first), port, GID index.
   std::string ib_device;
   int ib_port = 1;

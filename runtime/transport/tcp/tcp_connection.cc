@@ -1,4 +1,5 @@
-// TCP connection: framing, striping, tag matching (see tcp_connection.h).
+// TCP connection: framing, eager/rendezvous protocol, striping, tag matching
+// (see tcp_connection.h).
 #include "runtime/transport/tcp/tcp_connection.h"
 
 #include <sys/epoll.h>
@@ -16,6 +17,7 @@ namespace mixnet::transport::tcp {
 
 struct TcpConnection::SendOp {
   std::shared_ptr<RequestState> req;
+  const char* data = nullptr;
   size_t len = 0;
   size_t frames_left = 0;  // frames of this message not yet fully written
 };
@@ -25,7 +27,7 @@ struct TcpConnection::OutFrame {
   const char* data = nullptr;
   size_t len = 0;              // payload bytes after the header
   size_t sent = 0;             // header + payload bytes written so far
-  std::shared_ptr<SendOp> op;  // null for CLOSE
+  std::shared_ptr<SendOp> op;  // null for control frames
   size_t total() const { return sizeof(FrameHeader) + len; }
 };
 
@@ -34,10 +36,11 @@ struct TcpConnection::Incoming {
   uint64_t tag = 0;
   size_t total = 0;
   size_t received = 0;
+  bool eager = false;
   char* dst = nullptr;                 // where payload lands
-  std::unique_ptr<char[]> unexpected;  // storage when no receive was posted
+  std::unique_ptr<char[]> unexpected;  // eager payload that arrived before its receive
   std::shared_ptr<RequestState> recv;  // the matched receive, if any
-  char* user_buf = nullptr;            // matched late: copy here on completion
+  char* user_buf = nullptr;            // eager, matched late: copy here on completion
   bool discard = false;                // receive too small: drop the payload
   bool consumed = false;               // a receive took it (or it is discarded)
 };
@@ -57,12 +60,10 @@ class TcpConnection::Socket : public EpollHandler {
   TcpConnection* const conn_;
   const int fd;
   const int index;
-  bool registered = false;
   // Guarded by conn_->mu_.
+  bool registered = false;
   std::deque<OutFrame> outq;
   bool write_armed = false;
-  bool paused = false;
-  uint64_t waiting_seq = 0;
   // Progress thread only.
   FrameHeader rhdr{};
   size_t rhdr_got = 0;
@@ -77,6 +78,12 @@ class TcpConnection::Socket : public EpollHandler {
 namespace {
 constexpr size_t kScratchBytes = 64 << 10;
 constexpr int kMaxIov = 64;
+
+absl::Status TooSmall(size_t total, const std::string& peer, uint64_t tag, size_t capacity) {
+  return absl::InvalidArgumentError(absl::StrCat("message of ", total, " bytes from ", peer,
+                                                 " (tag ", tag, ") exceeds the receive buffer of ",
+                                                 capacity, " bytes"));
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Create(TcpDevice* device,
@@ -86,6 +93,7 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Create(TcpDevice* 
   for (size_t i = 0; i < fds.size(); ++i) {
     conn->sockets_.push_back(std::make_unique<Socket>(conn.get(), fds[i], static_cast<int>(i)));
   }
+  absl::MutexLock lock(&conn->mu_);
   for (auto& s : conn->sockets_) {
     RETURN_IF_ERROR(device->AddFd(s->fd, EPOLLIN, s.get()));
     s->registered = true;
@@ -96,7 +104,8 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Create(TcpDevice* 
 TcpConnection::TcpConnection(TcpDevice* device, std::string peer_name)
     : device_(device),
       peer_name_(std::move(peer_name)),
-      chunk_bytes_(std::max<size_t>(device->options().chunk_bytes, 4096)) {}
+      chunk_bytes_(std::max<size_t>(device->options().chunk_bytes, 4096)),
+      eager_bytes_(device->options().eager_bytes) {}
 
 TcpConnection::~TcpConnection() {
   // Orderly close: queue CLOSE behind whatever is still queued, give it a
@@ -154,7 +163,7 @@ std::string TcpConnection::SocketName(const Socket* s) const {
 void TcpConnection::ArmWrite(Socket* s) {
   if (s->write_armed || !s->registered) return;
   s->write_armed = true;
-  device_->ModifyFd(s->fd, (s->paused ? 0 : EPOLLIN) | EPOLLOUT, s);
+  device_->ModifyFd(s->fd, EPOLLIN | EPOLLOUT, s);
 }
 
 absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Isend(const void* buf, size_t len,
@@ -165,6 +174,7 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Isend(const void* buf, s
   }
   auto op = std::make_shared<SendOp>();
   op->req = std::make_shared<RequestState>();
+  op->data = static_cast<const char*>(buf);
   op->len = len;
   absl::MutexLock lock(&mu_);
   if (!failed_.ok()) return failed_;
@@ -172,28 +182,67 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Isend(const void* buf, s
     return absl::UnavailableError(absl::StrCat("send to ", peer_name_, ": connection closed"));
   }
   const uint64_t seq = next_send_seq_++;
-  const size_t nchunks = len == 0 ? 0 : (len + chunk_bytes_ - 1) / chunk_bytes_;
-  op->frames_left = 1 + nchunks;
-  OutFrame announce;
-  announce.hdr = FrameHeader{kFrameMsg, kFrameMagic, seq, tag, len};
-  announce.op = op;
-  sockets_[0]->outq.push_back(announce);
+  OutFrame f;
+  if (len <= eager_bytes_) {
+    f.hdr = FrameHeader{kFrameEager, kFrameMagic, seq, tag, len};
+    f.data = op->data;
+    f.len = len;
+    f.op = op;
+    op->frames_left = 1;
+  } else {
+    f.hdr = FrameHeader{kFrameRts, kFrameMagic, seq, tag, len};
+    awaiting_cts_[seq] = op;
+  }
+  sockets_[0]->outq.push_back(std::move(f));
   ArmWrite(sockets_[0].get());
+  return std::make_unique<StateRequest>(op->req);
+}
+
+// Queues the chunks of an announced message once the receiver is ready.
+void TcpConnection::StartPayload(uint64_t seq) {
+  auto it = awaiting_cts_.find(seq);
+  if (it == awaiting_cts_.end()) return;
+  std::shared_ptr<SendOp> op = std::move(it->second);
+  awaiting_cts_.erase(it);
+  const size_t nchunks = (op->len + chunk_bytes_ - 1) / chunk_bytes_;
+  op->frames_left = nchunks;
   const size_t k = sockets_.size();
-  const char* p = static_cast<const char*>(buf);
   for (size_t i = 0; i < nchunks; ++i) {
     size_t off = i * chunk_bytes_;
-    size_t n = std::min(chunk_bytes_, len - off);
+    size_t n = std::min(chunk_bytes_, op->len - off);
     Socket* s = sockets_[(seq + i) % k].get();
     OutFrame f;
     f.hdr = FrameHeader{kFrameChunk, kFrameMagic, seq, off, n};
-    f.data = p + off;
+    f.data = op->data + off;
     f.len = n;
     f.op = op;
-    s->outq.push_back(f);
+    s->outq.push_back(std::move(f));
     ArmWrite(s);
   }
-  return std::make_unique<StateRequest>(op->req);
+}
+
+void TcpConnection::SendCts(uint64_t seq, bool refuse) {
+  OutFrame f;
+  f.hdr = FrameHeader{kFrameCts, kFrameMagic, seq, refuse ? 1u : 0u, 0};
+  sockets_[0]->outq.push_back(std::move(f));
+  ArmWrite(sockets_[0].get());
+}
+
+bool TcpConnection::Match(Incoming* m, std::shared_ptr<RequestState> req, char* buf,
+                          size_t capacity) {
+  m->consumed = true;
+  if (m->total > capacity) {
+    req->Complete(TooSmall(m->total, peer_name_, m->tag, capacity), 0);
+    m->discard = true;
+    return false;
+  }
+  m->recv = std::move(req);
+  if (m->eager && m->unexpected != nullptr) {
+    m->user_buf = buf;  // copied out when the payload is complete
+  } else {
+    m->dst = buf;
+  }
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Irecv(void* buf, size_t len, uint64_t tag) {
@@ -209,18 +258,13 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Irecv(void* buf, size_t 
     Incoming* m = it->second.front();
     it->second.pop_front();
     if (it->second.empty()) unexpected_.erase(it);
-    if (m->total > len) {
-      req->Complete(absl::InvalidArgumentError(
-                        absl::StrCat("message of ", m->total, " bytes from ", peer_name_, " (tag ",
-                                     tag, ") exceeds the receive buffer of ", len, " bytes")),
-                    0);
-      m->discard = true;
-    } else {
-      m->recv = req;
-      m->user_buf = static_cast<char*>(buf);
+    bool ok = Match(m, req, static_cast<char*>(buf), len);
+    if (!m->eager) {
+      SendCts(m->seq, !ok);
+      if (!ok) incoming_.erase(m->seq);
+    } else if (m->received == m->total) {
+      CompleteIncoming(m);
     }
-    m->consumed = true;
-    if (m->received == m->total) CompleteIncoming(m);
     return std::make_unique<StateRequest>(req);
   }
   if (peer_closed_) {
@@ -251,13 +295,7 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
   while (true) {
     {
       absl::MutexLock lock(&c->mu_);
-      if (paused || !c->failed_.ok() || !registered) return;
-    }
-    if (!in_payload && rhdr_got == sizeof(rhdr)) {
-      // A header held back while this socket was paused.
-      rhdr_got = 0;
-      c->OnFrame(this, rhdr);
-      continue;
+      if (!c->failed_.ok() || !registered) return;
     }
     if (!in_payload) {
       ssize_t n = recv(fd, reinterpret_cast<char*>(&rhdr) + rhdr_got, sizeof(rhdr) - rhdr_got, 0);
@@ -291,8 +329,8 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
     }
     char* dst = rdst != nullptr ? rdst : scratch.get();
     size_t want = rdst != nullptr ? rleft : std::min(rleft, kScratchBytes);
-    ssize_t n = want == 0 ? 0 : recv(fd, dst, want, 0);
-    if (want > 0 && n <= 0) {
+    ssize_t n = recv(fd, dst, want, 0);
+    if (n <= 0) {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (n < 0 && errno == EINTR) continue;
       c->Fail(n == 0
@@ -309,111 +347,111 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
 }
 
 void TcpConnection::OnFrame(Socket* s, const FrameHeader& h) {
-  absl::MutexLock lock(&mu_);
-  if (h.magic != kFrameMagic) {
-    mu_.Unlock();
-    Fail(absl::DataLossError(
-             absl::StrCat("protocol error from ", SocketName(s), ": bad frame magic")),
-         true);
-    mu_.Lock();
-    return;
-  }
-  switch (h.type) {
-    case kFrameMsg: {
-      auto m = std::make_unique<Incoming>();
-      m->seq = h.seq;
-      m->tag = h.a;
-      m->total = h.b;
-      auto pit = posted_.find(m->tag);
-      if (pit != posted_.end() && !pit->second.empty()) {
-        PostedRecv r = pit->second.front();
-        pit->second.pop_front();
-        if (pit->second.empty()) posted_.erase(pit);
-        m->consumed = true;
-        if (m->total > r.capacity) {
-          r.req->Complete(absl::InvalidArgumentError(absl::StrCat(
-                              "message of ", m->total, " bytes from ", peer_name_, " (tag ", m->tag,
-                              ") exceeds the receive buffer of ", r.capacity, " bytes")),
-                          0);
-          m->discard = true;
-        } else {
-          m->recv = r.req;
-          m->dst = r.buf;
-        }
-      } else {
-        if (m->total > 0) {
-          m->unexpected.reset(new (std::nothrow) char[m->total]);
-          if (m->unexpected == nullptr) {
-            mu_.Unlock();
-            Fail(absl::ResourceExhaustedError(absl::StrCat("cannot buffer unexpected message of ",
-                                                           h.b, " bytes from ", peer_name_)),
-                 true);
-            mu_.Lock();
-            return;
+  absl::Status error;
+  {
+    absl::MutexLock lock(&mu_);
+    if (h.magic != kFrameMagic) {
+      error = absl::DataLossError(
+          absl::StrCat("protocol error from ", SocketName(s), ": bad frame magic"));
+    } else {
+      switch (h.type) {
+        case kFrameEager:
+        case kFrameRts: {
+          auto m = std::make_unique<Incoming>();
+          m->seq = h.seq;
+          m->tag = h.a;
+          m->total = h.b;
+          m->eager = h.type == kFrameEager;
+          Incoming* raw = m.get();
+          incoming_[h.seq] = std::move(m);
+          auto pit = posted_.find(raw->tag);
+          bool matched = pit != posted_.end() && !pit->second.empty();
+          bool ok = true;
+          if (matched) {
+            PostedRecv r = pit->second.front();
+            pit->second.pop_front();
+            if (pit->second.empty()) posted_.erase(pit);
+            ok = Match(raw, r.req, r.buf, r.capacity);
+          } else {
+            if (raw->eager && raw->total > 0) {
+              raw->unexpected.reset(new (std::nothrow) char[raw->total]);
+              if (raw->unexpected == nullptr) {
+                error = absl::ResourceExhaustedError(absl::StrCat(
+                    "cannot buffer unexpected message of ", h.b, " bytes from ", peer_name_));
+                break;
+              }
+              raw->dst = raw->unexpected.get();
+            }
+            unexpected_[raw->tag].push_back(raw);
           }
+          if (raw->eager) {
+            if (raw->total == 0) {
+              CompleteIncoming(raw);
+            } else {
+              s->in_payload = true;
+              s->rmsg = raw;
+              s->rchunk = raw->total;
+              s->rleft = raw->total;
+              s->rdst = raw->discard ? nullptr : raw->dst;
+            }
+          } else if (matched) {
+            SendCts(raw->seq, !ok);
+            if (!ok) incoming_.erase(raw->seq);
+          }
+          break;
         }
-        m->dst = m->unexpected.get();
-        unexpected_[m->tag].push_back(m.get());
-      }
-      Incoming* raw = m.get();
-      incoming_[h.seq] = std::move(m);
-      if (raw->total == 0) CompleteIncoming(raw);
-      // Wake sockets that were waiting for this announcement.
-      for (auto& other : sockets_) {
-        if (other->paused && other->waiting_seq == h.seq && other->registered) {
-          other->paused = false;
-          device_->ModifyFd(other->fd, EPOLLIN | (other->write_armed ? EPOLLOUT : 0), other.get());
+        case kFrameCts: {
+          if (h.a == 1) {
+            auto it = awaiting_cts_.find(h.seq);
+            if (it != awaiting_cts_.end()) {
+              it->second->req->Complete(absl::InvalidArgumentError(absl::StrCat(
+                                            "send of ", it->second->len, " bytes to ", peer_name_,
+                                            ": the matching receive is smaller; nothing was sent")),
+                                        0);
+              awaiting_cts_.erase(it);
+            }
+          } else {
+            StartPayload(h.seq);
+          }
+          break;
         }
-      }
-      return;
-    }
-    case kFrameChunk: {
-      auto it = incoming_.find(h.seq);
-      if (it == incoming_.end()) {
-        // Announcement not read yet: stop reading this socket until it is.
-        s->paused = true;
-        s->waiting_seq = h.seq;
-        s->rhdr_got = sizeof(FrameHeader);  // keep the header; resume re-dispatches it
-        device_->ModifyFd(s->fd, s->write_armed ? EPOLLOUT : 0, s);
-        return;
-      }
-      Incoming* m = it->second.get();
-      if (h.a + h.b > m->total || h.b == 0) {
-        mu_.Unlock();
-        Fail(absl::DataLossError(absl::StrCat("protocol error from ", SocketName(s), ": chunk [",
-                                              h.a, ", +", h.b, ") outside message of ", m->total,
-                                              " bytes")),
-             true);
-        mu_.Lock();
-        return;
-      }
-      s->in_payload = true;
-      s->rmsg = m;
-      s->rchunk = h.b;
-      s->rleft = h.b;
-      s->rdst = m->discard ? nullptr : m->dst + h.a;
-      return;
-    }
-    case kFrameClose: {
-      peer_closed_ = true;
-      s->closed_by_peer = true;
-      for (auto& [tag, q] : posted_) {
-        for (PostedRecv& r : q) {
-          r.req->Complete(absl::UnavailableError(absl::StrCat("receive from ", peer_name_,
-                                                              ": peer closed the connection")),
-                          0);
+        case kFrameChunk: {
+          auto it = incoming_.find(h.seq);
+          if (it == incoming_.end() || it->second->eager || h.b == 0 ||
+              h.a + h.b > it->second->total) {
+            error = absl::DataLossError(absl::StrCat("protocol error from ", SocketName(s),
+                                                     ": unexpected chunk [", h.a, ", +", h.b,
+                                                     ") of message ", h.seq));
+            break;
+          }
+          Incoming* m = it->second.get();
+          s->in_payload = true;
+          s->rmsg = m;
+          s->rchunk = h.b;
+          s->rleft = h.b;
+          s->rdst = m->discard ? nullptr : m->dst + h.a;
+          break;
         }
+        case kFrameClose: {
+          peer_closed_ = true;
+          s->closed_by_peer = true;
+          for (auto& [tag, q] : posted_) {
+            for (PostedRecv& r : q) {
+              r.req->Complete(absl::UnavailableError(absl::StrCat("receive from ", peer_name_,
+                                                                  ": peer closed the connection")),
+                              0);
+            }
+          }
+          posted_.clear();
+          break;
+        }
+        default:
+          error = absl::DataLossError(
+              absl::StrCat("protocol error from ", SocketName(s), ": unknown frame type ", h.type));
       }
-      posted_.clear();
-      return;
     }
-    default:
-      mu_.Unlock();
-      Fail(absl::DataLossError(absl::StrCat("protocol error from ", SocketName(s),
-                                            ": unknown frame type ", h.type)),
-           true);
-      mu_.Lock();
   }
+  if (!error.ok()) Fail(error, true);
 }
 
 void TcpConnection::OnPayloadDone(Socket* s) {
@@ -445,7 +483,7 @@ void TcpConnection::OnWritable(Socket* s) {
     }
     if (n_iov == 0) {
       s->write_armed = false;
-      device_->ModifyFd(s->fd, s->paused ? 0 : EPOLLIN, s);
+      if (s->registered) device_->ModifyFd(s->fd, EPOLLIN, s);
       return;
     }
   }
@@ -478,9 +516,9 @@ void TcpConnection::OnWritable(Socket* s) {
       s->outq.pop_front();
       if (is_close) shutdown(s->fd, SHUT_WR);
     }
-    if (s->outq.empty()) {
+    if (s->outq.empty() && s->registered) {
       s->write_armed = false;
-      device_->ModifyFd(s->fd, s->paused ? 0 : EPOLLIN, s);
+      device_->ModifyFd(s->fd, EPOLLIN, s);
     }
   }
   for (auto& [req, len] : done) req->Complete(absl::OkStatus(), len);
@@ -497,6 +535,10 @@ void TcpConnection::OnPeerShutdown(Socket* s) {
     s->write_armed = false;
     if (s->registered) device_->RemoveFd(s->fd);
     s->registered = false;
+    if (s->index == 0) {
+      for (auto& [seq, op] : awaiting_cts_) reqs.push_back(op->req);
+      awaiting_cts_.clear();
+    }
   }
   for (auto& r : reqs) {
     r->Complete(absl::UnavailableError(
@@ -521,6 +563,8 @@ void TcpConnection::Fail(absl::Status status, bool report) {
         s->registered = false;
       }
     }
+    for (auto& [seq, op] : awaiting_cts_) reqs.push_back(op->req);
+    awaiting_cts_.clear();
     for (auto& [tag, q] : posted_) {
       for (PostedRecv& r : q) reqs.push_back(r.req);
     }

@@ -1,15 +1,20 @@
-// One TCP Connection: several sockets between the same two NICs, messages
-// announced on socket 0 and their payload striped in chunks across all
-// sockets. Isend/Irecv run on caller threads; all socket I/O runs on the
-// device's progress thread.
+// One TCP Connection: several sockets between the same two NICs. Small
+// messages travel eagerly on socket 0; large ones use a rendezvous so the
+// receiver never buffers them: the sender announces the message (RTS), the
+// receiver answers CTS once a receive matches it, and the payload then flows
+// straight into the receive buffer in chunks striped across all sockets.
+// Isend/Irecv run on caller threads; all socket I/O runs on the device's
+// progress thread.
 //
 // Wire format: 32-byte frames {type, magic, seq, a, b}.
-//   MSG   (socket 0): a = tag, b = total bytes. Announces message `seq`.
-//   CHUNK (any)     : a = offset, b = length, followed by the payload.
+//   EAGER (socket 0): a = tag, b = bytes; the payload follows inline.
+//   RTS   (socket 0): a = tag, b = bytes. Announces large message `seq`.
+//   CTS   (socket 0): receiver -> sender for `seq`; a = 1 when the matched
+//                     receive is too small (nothing will be sent).
+//   CHUNK (any)     : a = offset, b = length of message `seq`, payload follows.
 //   CLOSE (each)    : orderly shutdown; no more frames follow on that socket.
-// The sender queues MSG(seq) on socket 0 before any CHUNK(seq), so a receiver
-// that reads a CHUNK of an unannounced message pauses that socket until
-// socket 0 delivers the announcement (socket 0 never pauses).
+// Sequence numbers count the sender's messages; matching is FIFO per tag in
+// sequence order because announcements all travel on socket 0.
 #pragma once
 
 #include <sys/uio.h>
@@ -37,7 +42,13 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 32);
 inline constexpr uint32_t kFrameMagic = 0x4D584652u;  // "MXFR"
-enum FrameType : uint32_t { kFrameMsg = 1, kFrameChunk = 2, kFrameClose = 3 };
+enum FrameType : uint32_t {
+  kFrameEager = 1,
+  kFrameRts = 2,
+  kFrameCts = 3,
+  kFrameChunk = 4,
+  kFrameClose = 5,
+};
 
 class TcpConnection : public Connection {
  public:
@@ -68,12 +79,18 @@ class TcpConnection : public Connection {
   void OnPeerShutdown(Socket* s);
   void Fail(absl::Status status, bool report);
   void CompleteIncoming(Incoming* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Matches announced message `m` with a receive; false when it is too small.
+  bool Match(Incoming* m, std::shared_ptr<RequestState> req, char* buf, size_t capacity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendCts(uint64_t seq, bool refuse) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartPayload(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmWrite(Socket* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string SocketName(const Socket* s) const;
 
   TcpDevice* const device_;
   const std::string peer_name_;
   const size_t chunk_bytes_;
+  const size_t eager_bytes_;
   std::vector<std::unique_ptr<Socket>> sockets_;
 
   mutable absl::Mutex mu_;
@@ -81,6 +98,8 @@ class TcpConnection : public Connection {
   bool peer_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_send_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Large sends announced and waiting for the receiver's CTS, by sequence number.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<SendOp>> awaiting_cts_ ABSL_GUARDED_BY(mu_);
   // Announced messages, by sequence number, until received and consumed.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Incoming>> incoming_ ABSL_GUARDED_BY(mu_);
   // Receives waiting for a message, FIFO per tag.
