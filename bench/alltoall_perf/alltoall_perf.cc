@@ -101,7 +101,7 @@ absl::Status RunRank(const Options& o) {
       r.warmup = o.common.warmup;
       peers::ComputeBandwidth(iter_max, &r);
       if (results.is_open()) {
-        results << ResultToJson(r).dump() << "\n";
+        results << peers::ResultToJson(r).dump() << "\n";
         results.flush();
       } else {
         peers::PrintResult(r, o.common.json);
@@ -197,7 +197,8 @@ int Launch(Options& o) {
   if (rc == 0) {
     std::ifstream in(result_file);
     std::string line;
-    while (std::getline(in, line)) ours.push_back(ResultFromJson(nlohmann::json::parse(line)));
+    while (std::getline(in, line))
+      ours.push_back(peers::ResultFromJson(nlohmann::json::parse(line)));
   }
   std::filesystem::remove_all(dir);
   if (rc != 0) return rc;

@@ -44,32 +44,6 @@ const peers::Result* Find(const std::vector<peers::Result>& v, size_t bytes) {
 
 }  // namespace
 
-nlohmann::ordered_json ResultToJson(const peers::Result& r) {
-  nlohmann::ordered_json j;
-  j["bytes_per_peer"] = r.bytes_per_peer;
-  j["ranks"] = r.ranks;
-  j["transport"] = r.transport;
-  j["time_us"] = r.time_us;
-  j["algbw_GBps"] = r.algbw_gbps;
-  j["busbw_GBps"] = r.busbw_gbps;
-  j["iters"] = r.iters;
-  j["warmup"] = r.warmup;
-  return j;
-}
-
-peers::Result ResultFromJson(const nlohmann::json& j) {
-  peers::Result r;
-  r.bytes_per_peer = j.value("bytes_per_peer", size_t{0});
-  r.ranks = j.value("ranks", 0);
-  r.transport = j.value("transport", "");
-  r.time_us = j.value("time_us", 0.0);
-  r.algbw_gbps = j.value("algbw_GBps", 0.0);
-  r.busbw_gbps = j.value("busbw_GBps", 0.0);
-  r.iters = j.value("iters", 0);
-  r.warmup = j.value("warmup", 0);
-  return r;
-}
-
 std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& c) {
   std::map<std::string, std::vector<peers::Result>> out;
   const std::filesystem::path self = peers::SelfExePath();
@@ -86,7 +60,7 @@ std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOpti
                  "--timeout-s", std::to_string(c.timeout_s)});
     for (const std::string& line : lines) {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object()) out[name].push_back(ResultFromJson(j));
+      if (j.is_object()) out[name].push_back(peers::ResultFromJson(j));
     }
   }
   return out;
@@ -103,7 +77,7 @@ void PrintReport(const std::vector<peers::Result>& ours,
   }
   for (const peers::Result& r : ours) {
     double best = 0;
-    nlohmann::ordered_json j = ResultToJson(r);
+    nlohmann::ordered_json j = peers::ResultToJson(r);
     for (const auto& [name, v] : peer_results) {
       const peers::Result* p = Find(v, r.bytes_per_peer);
       double bw = p != nullptr ? p->busbw_gbps : 0;

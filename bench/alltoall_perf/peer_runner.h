@@ -12,9 +12,6 @@
 
 namespace mixnet::bench {
 
-nlohmann::ordered_json ResultToJson(const peers::Result& r);
-peers::Result ResultFromJson(const nlohmann::json& j);
-
 // Peer name ("gloo", "mpi") -> results per size. A peer that is not built or
 // fails is reported on stderr and left out.
 std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& common);

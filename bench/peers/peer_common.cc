@@ -152,18 +152,35 @@ void PrintHeader(bool json) {
   std::fflush(stdout);
 }
 
+nlohmann::ordered_json ResultToJson(const Result& r) {
+  nlohmann::ordered_json j;
+  j["bytes_per_peer"] = r.bytes_per_peer;
+  j["ranks"] = r.ranks;
+  j["transport"] = r.transport;
+  j["time_us"] = r.time_us;
+  j["algbw_GBps"] = r.algbw_gbps;
+  j["busbw_GBps"] = r.busbw_gbps;
+  j["iters"] = r.iters;
+  j["warmup"] = r.warmup;
+  return j;
+}
+
+Result ResultFromJson(const nlohmann::json& j) {
+  Result r;
+  r.bytes_per_peer = j.value("bytes_per_peer", std::size_t{0});
+  r.ranks = j.value("ranks", 0);
+  r.transport = j.value("transport", "");
+  r.time_us = j.value("time_us", 0.0);
+  r.algbw_gbps = j.value("algbw_GBps", 0.0);
+  r.busbw_gbps = j.value("busbw_GBps", 0.0);
+  r.iters = j.value("iters", 0);
+  r.warmup = j.value("warmup", 0);
+  return r;
+}
+
 void PrintResult(const Result& r, bool json) {
   if (json) {
-    nlohmann::ordered_json j;
-    j["bytes_per_peer"] = r.bytes_per_peer;
-    j["ranks"] = r.ranks;
-    j["transport"] = r.transport;
-    j["time_us"] = r.time_us;
-    j["algbw_GBps"] = r.algbw_gbps;
-    j["busbw_GBps"] = r.busbw_gbps;
-    j["iters"] = r.iters;
-    j["warmup"] = r.warmup;
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", ResultToJson(r).dump().c_str());
   } else {
     std::printf("  %14zu %6d %10s %6d %12.1f %12.3f %12.3f\n", r.bytes_per_peer, r.ranks,
                 r.transport.c_str(), r.iters, r.time_us, r.algbw_gbps, r.busbw_gbps);

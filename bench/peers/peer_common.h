@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace CLI {
 class App;
 }  // namespace CLI
@@ -79,6 +81,11 @@ struct Result {
 // max-reduced over ranks). nccl-tests formulas: algbw = ranks *
 // bytes_per_peer / time, busbw = algbw * (ranks - 1) / ranks, GB = 1e9 bytes.
 void ComputeBandwidth(const std::vector<double>& iter_max_seconds, Result* result);
+
+// The JSON line of one result (keys bytes_per_peer, ranks, transport, time_us,
+// algbw_GBps, busbw_GBps, iters, warmup) and back.
+nlohmann::ordered_json ResultToJson(const Result& result);
+Result ResultFromJson(const nlohmann::json& j);
 
 // Prints the table header (human mode only).
 void PrintHeader(bool json);

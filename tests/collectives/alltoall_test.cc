@@ -222,6 +222,32 @@ TEST(CollectivesBadInput, WorldSizeMismatchIsInvalidArgument) {
   }
 }
 
+TEST(CollectivesBadInput, SpecNicMissingOnThisMachineIsNamed) {
+  // The spec puts this host's only NIC at an address no local interface has.
+  auto spec = cluster::ClusterSpec::Parse(R"(
+hosts:
+  - name: h0
+    nics:
+      - {name: eth9, role: eps, address: 192.0.2.77/24, gbps: 10}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  testing::TempDir dir;
+  auto store = rendezvous::CreateFileStore(dir.path());
+  ASSERT_TRUE(store.ok());
+  auto o = TestOptions(0, 1, store->get());
+  o.spec = *spec;
+  o.host = "h0";
+  absl::Status s = Communicator::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("eth9"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("192.0.2.77"), std::string::npos) << s;
+
+  o.host = "h7";  // a host the spec lacks
+  s = Communicator::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("h7"), std::string::npos) << s;
+}
+
 TEST(CollectivesBadInput, RankOutsideWorldIsInvalidArgument) {
   testing::TempDir dir;
   auto store = rendezvous::CreateFileStore(dir.path());

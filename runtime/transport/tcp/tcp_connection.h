@@ -28,7 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/transport/tcp/request_state.h"
+#include "runtime/transport/request_state.h"
 #include "runtime/transport/tcp/tcp_device.h"
 
 namespace mixnet::transport::tcp {

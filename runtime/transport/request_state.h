@@ -1,5 +1,6 @@
 // Completion state shared by a transport Request handle (held by the caller)
-// and the connection that completes it (on the progress thread).
+// and the connection that completes it (on a transport's progress or poller
+// thread). Used by every transport. Thread-safe; the first completion wins.
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,277 @@
+// One verbs Connection: an RC queue pair to one peer, its pre-posted receive
+// buffers, credit flow control, tag matching and the eager / rendezvous
+// protocol. Isend/Irecv run on caller threads; completions, bootstrap-socket
+// events and most posting run on the device's poller thread. One mutex guards
+// the state; verbs work requests are posted under it.
+//
+// Protocol (header layout in wire.h):
+//  - Messages of at most `eager_max` bytes (8 KiB slots minus the header) go
+//    EAGER: copied into a registered send slot and SENT into one of the
+//    receiver's pre-posted receive slots. The send completes on its send
+//    completion. The receiver copies the payload into the matching receive, or
+//    into a heap buffer while none is posted, and re-posts the slot.
+//  - Larger messages rendezvous: the sender registers its buffer and SENDs an
+//    RTS {tag, length, id}. If a receive is posted, the receiver answers CTS
+//    {id, addr, rkey, cookie} naming the receive buffer itself (zero copy;
+//    registered at Irecv time). If none is posted, it allocates a buffer,
+//    answers CTS with that, and copies into the receive once one is posted;
+//    so a send never waits for the receiving application. The sender
+//    RDMA-WRITEs the payload, the last (or only) chunk WITH IMMEDIATE =
+//    cookie, and completes on that write's completion; the receive completes
+//    when the immediate arrives (RC places the data before it).
+//  - Matching happens only at the receiver, in arrival order (RC keeps a
+//    connection's messages in order), against receives posted per tag in
+//    posting order: FIFO per tag. Zero-byte messages are EAGER.
+//  - A receive smaller than its message fails with InvalidArgument; when the
+//    message is a rendezvous that found the receive posted, the receiver also
+//    NACKs and the send fails the same way (a send already done stays done).
+//  - Credits: each side pre-posts window + window/credit_batch + 2 receive
+//    slots and starts with `window` credits for the peer's slots. Every
+//    message except CREDIT costs one credit (a WRITE WITH IMMEDIATE consumes a
+//    receive slot too). A receiver returns credits in every header it sends,
+//    and with a standalone CREDIT message once credit_batch are owed. CREDIT
+//    messages need no credit (at most window/credit_batch + 1 can be
+//    unprocessed at the receiver, hence the spare slots), so flow control
+//    cannot deadlock and the receive queue never runs dry (no RNR).
+//  - Failure: a work completion error, a protocol error, or EOF on the TCP
+//    bootstrap socket fails every pending and future request with
+//    Unavailable naming the peer (and calls on_failure once). An orderly
+//    close ('B' on the bootstrap socket) fails pending requests the same way
+//    but leaves fully arrived messages receivable, like the TCP transport.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/transport/transport.h"
+#include "runtime/transport/verbs/address.h"
+#include "runtime/transport/verbs/bootstrap.h"
+#include "runtime/transport/verbs/memory_registry.h"
+#include "runtime/transport/verbs/queue_pair.h"
+#include "runtime/transport/verbs/verbs_context.h"
+#include "runtime/transport/request_state.h"
+#include "runtime/transport/verbs/wire.h"
+
+namespace mixnet::transport::verbs {
+
+class Poller;
+
+struct ConnectionConfig {
+  uint32_t window = 64;       // credits granted to the peer
+  uint32_t credit_batch = 8;  // owed credits that trigger a CREDIT message
+  uint32_t slot_bytes = 8192;
+  int send_slots = 80;
+  int send_depth = 256;  // send work requests in flight (slots + writes)
+  int recv_depth() const { return static_cast<int>(window + window / credit_batch + 2); }
+};
+
+// A registered, page-aligned buffer cut into fixed-size slots.
+class SlotBuffer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SlotBuffer>> Create(ibv_pd* pd, int slots,
+                                                            size_t slot_bytes,
+                                                            const std::string& what);
+  ~SlotBuffer();
+  uint8_t* slot(int i) const { return mem_ + static_cast<size_t>(i) * slot_bytes_; }
+  uint32_t lkey() const { return mr_->lkey; }
+
+ private:
+  SlotBuffer(uint8_t* mem, size_t slot_bytes, ibv_mr* mr)
+      : mem_(mem), slot_bytes_(slot_bytes), mr_(mr) {}
+  uint8_t* const mem_;
+  const size_t slot_bytes_;
+  ibv_mr* const mr_;
+};
+
+class VerbsConnection {
+ public:
+  // Creates the QP (INIT) and buffers and posts the receive slots.
+  static absl::StatusOr<std::shared_ptr<VerbsConnection>> Create(std::shared_ptr<VerbsContext> ctx,
+                                                                 std::shared_ptr<Poller> poller,
+                                                                 ConnectionConfig cfg,
+                                                                 std::string peer_name,
+                                                                 FailureCallback on_failure);
+  ~VerbsConnection();
+
+  QpInfo LocalInfo() const { return qp_->LocalInfo(cfg_.window, cfg_.slot_bytes); }
+  // After the handshake: RTR/RTS towards `remote`.
+  absl::Status ConnectQp(const QpInfo& remote);
+  // After both sides are ready: watch `bootstrap` and join the poller.
+  void Activate(Fd bootstrap);
+
+  absl::StatusOr<std::unique_ptr<Request>> Isend(const void* buf, size_t len, uint64_t tag);
+  absl::StatusOr<std::unique_ptr<Request>> Irecv(void* buf, size_t len, uint64_t tag);
+  const std::string& peer_name() const { return peer_name_; }
+  absl::Status health() const;
+  // Orderly close (the Connection handle's destructor); blocks up to ~4 s.
+  void Close();
+
+  // Poller thread.
+  uint32_t qpn() const { return qpn_; }
+  int bootstrap_fd() const { return bootstrap_.get(); }
+  void OnCompletion(const ibv_wc& wc);
+  // Once after a batch of completions: sends ACK/credits, reports failure.
+  void AfterCompletions();
+  // The bootstrap socket is readable; false: stop watching it.
+  bool OnBootstrapReadable();
+  // The device is going away (poller stopped) or its CQ broke.
+  void OnDeviceFailure(const std::string& why, bool report);
+
+ private:
+  struct SendOp {
+    std::shared_ptr<RequestState> req;
+    const uint8_t* buf = nullptr;
+    size_t len = 0;
+    uint64_t tag = 0;
+    uint64_t id = 0;
+    bool eager = false;
+    MrRef mr;  // rendezvous: the registered send buffer
+  };
+  struct RecvOp {
+    std::shared_ptr<RequestState> req;
+    uint8_t* buf = nullptr;
+    size_t cap = 0;
+    uint64_t tag = 0;
+    MrRef mr;  // registered when large enough to be a write target
+  };
+  // A message that arrived before its receive. Eager ones are ready at once;
+  // rendezvous ones are being written into `data` until `ready`.
+  struct Unexpected {
+    uint64_t len = 0;
+    std::unique_ptr<uint8_t[]> data;
+    bool ready = false;
+    std::unique_ptr<RecvOp> waiter;  // matched before it was ready
+  };
+  // Where a rendezvous write lands: a posted receive, or an Unexpected buffer.
+  struct WriteTarget {
+    std::unique_ptr<RecvOp> recv;
+    std::shared_ptr<Unexpected> pulled;
+    MrRef pulled_mr;
+    size_t len = 0;
+  };
+  // Something waiting to be posted, in order.
+  struct OutMsg {
+    enum Kind { kEager, kRts, kCts, kNack, kWrite } kind = kEager;
+    std::shared_ptr<SendOp> op;  // kEager, kRts, kWrite
+    uint64_t id = 0;             // kCts, kNack: the sender's id
+    uint64_t length = 0;         // kNack: receive capacity
+    uint8_t reason = 0;          // kNack
+    uint64_t addr = 0;           // kCts, kWrite: the target buffer
+    uint32_t rkey = 0;
+    uint32_t cookie = 0;
+    size_t offset = 0;  // kWrite: bytes already posted
+  };
+  // Work request ids: kind in the top 4 bits, slot index or send id below.
+  static constexpr uint64_t kWrRecv = 1, kWrSend = 2, kWrWrite = 3, kWrWriteLast = 4;
+  static constexpr int kWrKindShift = 60;
+  static constexpr uint64_t kWrLowMask = (uint64_t{1} << kWrKindShift) - 1;
+
+  VerbsConnection(std::shared_ptr<VerbsContext> ctx, std::shared_ptr<Poller> poller,
+                  ConnectionConfig cfg, std::string peer_name, FailureCallback on_failure);
+
+  // All *Locked methods run with mu_ held.
+  void HandleRecvLocked(int slot, const ibv_wc& wc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleMessageLocked(const WireHeader& h, const uint8_t* payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArrivalLocked(const WireHeader& h, const uint8_t* payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A posted receive meets an arriving message.
+  void MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHeader& h, const uint8_t* payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new receive meets a held message.
+  void MatchHeldLocked(std::unique_ptr<RecvOp> r, std::shared_ptr<Unexpected> u)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes `r` from a ready held message.
+  void CopyOutLocked(RecvOp& r, Unexpected& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rendezvous for an RTS nobody waits for yet: pull it into a buffer.
+  void PullLocked(const WireHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueCtsLocked(uint64_t send_id, uint64_t addr, uint32_t rkey, WriteTarget t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteLandedLocked(uint32_t cookie) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every pending request with `st` (the QP is already stopped).
+  void FailRequestsLocked(const absl::Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts what credits and queue space allow, and returns credits on their
+  // own when enough are owed.
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts one SEND from a slot; false (and fails the connection) on error.
+  bool PostSendLocked(int slot, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts a rendezvous write's chunks; true once all are posted.
+  bool PostWriteLocked(OutMsg& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RepostRecvLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every request with `status` and moves the QP to ERR (flushing).
+  void FailLocked(absl::Status status, bool report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PeerClosedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QpToErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool UsableLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return failed_.ok() && !peer_closed_;
+  }
+  // Calls on_failure (outside mu_) when a failure is waiting to be reported.
+  void ReportFailure();
+  std::string ProtocolError(const std::string& what) const;
+
+  const std::shared_ptr<VerbsContext> ctx_;
+  const std::shared_ptr<Poller> poller_;
+  const ConnectionConfig cfg_;
+  const std::string peer_name_;
+  const FailureCallback on_failure_;
+  std::unique_ptr<SlotBuffer> recv_buf_;
+  std::unique_ptr<SlotBuffer> send_buf_;
+  std::unique_ptr<QueuePair> qp_;  // declared after the buffers: destroyed first
+  uint32_t qpn_ = 0;
+  size_t recv_eager_max_ = 0;  // largest EAGER payload our slots take
+  size_t send_eager_max_ = 0;  // largest EAGER payload we send (min with the peer's)
+  size_t write_chunk_ = 1 << 30;
+  Fd bootstrap_;
+  bool active_ = false;  // joined the poller
+
+  mutable absl::Mutex mu_;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  bool peer_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<absl::Status> report_ ABSL_GUARDED_BY(mu_);
+  int64_t credits_ ABSL_GUARDED_BY(mu_) = 0;  // messages the peer can take
+  uint32_t owed_ ABSL_GUARDED_BY(mu_) = 0;    // re-posted slots not yet told
+  int sq_free_ ABSL_GUARDED_BY(mu_) = 0;      // send queue entries available
+  int recv_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  int send_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);    // send slots
+  std::vector<uint64_t> slot_op_ ABSL_GUARDED_BY(mu_);  // EAGER send id per slot
+  uint64_t next_send_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint32_t next_cookie_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<SendOp>> sends_ ABSL_GUARDED_BY(mu_);
+  std::deque<OutMsg> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::deque<std::unique_ptr<RecvOp>>> posted_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::deque<std::shared_ptr<Unexpected>>> unexpected_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, WriteTarget> rendezvous_ ABSL_GUARDED_BY(mu_);  // by cookie
+};
+
+// The Connection handed to callers; closes the connection when destroyed.
+class VerbsConnectionHandle : public Connection {
+ public:
+  explicit VerbsConnectionHandle(std::shared_ptr<VerbsConnection> c) : c_(std::move(c)) {}
+  ~VerbsConnectionHandle() override { c_->Close(); }
+  absl::StatusOr<std::unique_ptr<Request>> Isend(const void* buf, size_t len,
+                                                 uint64_t tag) override {
+    return c_->Isend(buf, len, tag);
+  }
+  absl::StatusOr<std::unique_ptr<Request>> Irecv(void* buf, size_t len, uint64_t tag) override {
+    return c_->Irecv(buf, len, tag);
+  }
+  std::string peer_name() const override { return c_->peer_name(); }
+  absl::Status health() const override { return c_->health(); }
+
+ private:
+  std::shared_ptr<VerbsConnection> c_;
+};
+
+}  // namespace mixnet::transport::verbs

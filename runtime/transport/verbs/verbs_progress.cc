@@ -1,0 +1,476 @@
+// The moving parts of a verbs connection: handling work completions (poller
+// thread), matching arrivals to receives, and posting SENDs, RDMA WRITEs and
+// receives under credit flow control (poller thread and caller threads, always
+// with the connection mutex held). Protocol in verbs_connection.h.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status.h"
+#include "runtime/transport/verbs/verbs_connection.h"
+
+namespace mixnet::transport::verbs {
+namespace {
+
+const char* WrName(uint64_t kind) {
+  switch (kind) {
+    case 1:
+      return "receive";
+    case 2:
+      return "send";
+    default:
+      return "RDMA write";
+  }
+}
+
+}  // namespace
+
+void VerbsConnection::OnCompletion(const ibv_wc& wc) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t kind = wc.wr_id >> kWrKindShift;
+  const uint64_t low = wc.wr_id & kWrLowMask;
+  if (kind == kWrRecv) {
+    --recv_outstanding_;
+  } else {
+    --send_outstanding_;
+    ++sq_free_;
+  }
+  if (kind == kWrSend) {
+    const int slot = static_cast<int>(low);
+    const uint64_t id = slot_op_[slot];
+    slot_op_[slot] = 0;
+    free_slots_.push_back(slot);
+    if (wc.status == IBV_WC_SUCCESS && id != 0) {
+      // An eager message is in the peer's receive slot: the send is done.
+      auto it = sends_.find(id);
+      if (it != sends_.end()) {
+        std::shared_ptr<SendOp> op = std::move(it->second);
+        sends_.erase(it);
+        op->req->Complete(absl::OkStatus(), op->len);
+      }
+    }
+  }
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (UsableLocked()) {
+      FailLocked(
+          absl::UnavailableError(absl::StrCat(
+              ctx_->label(), ": ", WrName(kind), " on the connection to ", peer_name_,
+              " failed: ", ibv_wc_status_str(wc.status), " (status ", static_cast<int>(wc.status),
+              ", vendor error 0x", absl::Hex(wc.vendor_err), ", QP ", qpn_, ")")),
+          /*report=*/true);
+    }
+    return;
+  }
+  if (!UsableLocked()) return;
+  switch (kind) {
+    case kWrRecv:
+      HandleRecvLocked(static_cast<int>(low), wc);
+      break;
+    case kWrSend:
+    case kWrWrite:
+      break;
+    case kWrWriteLast: {
+      auto it = sends_.find(low);
+      if (it == sends_.end()) break;
+      std::shared_ptr<SendOp> op = std::move(it->second);
+      sends_.erase(it);
+      op->mr.Reset();
+      op->req->Complete(absl::OkStatus(), op->len);
+      break;
+    }
+    default:
+      FailLocked(absl::InternalError(ProtocolError(absl::StrCat(
+                     "completion with unknown work request id 0x", absl::Hex(wc.wr_id)))),
+                 /*report=*/true);
+  }
+}
+
+void VerbsConnection::AfterCompletions() {
+  {
+    absl::MutexLock lock(&mu_);
+    FlushLocked();
+  }
+  ReportFailure();
+}
+
+void VerbsConnection::HandleRecvLocked(int slot, const ibv_wc& wc) {
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+    // A rendezvous write finished: its payload is in place.
+    ++owed_;
+    if (!RepostRecvLocked(slot)) return;
+    WriteLandedLocked(ntohl(wc.imm_data));
+    return;
+  }
+  const uint8_t* p = recv_buf_->slot(slot);
+  absl::StatusOr<WireHeader> h =
+      wc.opcode == IBV_WC_RECV
+          ? DecodeHeader(p, wc.byte_len)
+          : absl::DataLossError(absl::StrCat("receive completion with opcode ", wc.opcode));
+  if (!h.ok()) {
+    FailLocked(absl::DataLossError(ProtocolError(std::string(h.status().message()))),
+               /*report=*/true);
+    return;
+  }
+  credits_ += h->credits;
+  if (ConsumesCredit(h->type)) ++owed_;
+  // Copies out everything it keeps, so the slot can be re-posted right after.
+  HandleMessageLocked(*h, p + kWireHeaderBytes);
+  if (UsableLocked()) RepostRecvLocked(slot);
+}
+
+void VerbsConnection::HandleMessageLocked(const WireHeader& h, const uint8_t* payload) {
+  switch (h.type) {
+    case MsgType::kEager:
+    case MsgType::kRts:
+      ArrivalLocked(h, payload);
+      return;
+    case MsgType::kCts: {
+      auto it = sends_.find(h.id);
+      if (it == sends_.end() || it->second->eager) {
+        FailLocked(absl::DataLossError(ProtocolError(absl::StrCat("CTS for unknown send ", h.id))),
+                   /*report=*/true);
+        return;
+      }
+      OutMsg m;
+      m.kind = OutMsg::kWrite;
+      m.op = it->second;
+      m.addr = h.addr;
+      m.rkey = h.rkey;
+      m.cookie = h.cookie;
+      pending_.push_back(std::move(m));
+      return;
+    }
+    case MsgType::kNack: {
+      auto it = sends_.find(h.id);
+      if (it == sends_.end()) {
+        FailLocked(absl::DataLossError(ProtocolError(absl::StrCat("NACK for unknown send ", h.id))),
+                   /*report=*/true);
+        return;
+      }
+      std::shared_ptr<SendOp> op = std::move(it->second);
+      sends_.erase(it);
+      op->mr.Reset();
+      if (h.reason == static_cast<uint8_t>(NackReason::kTooSmall)) {
+        op->req->Complete(absl::InvalidArgumentError(absl::StrCat(
+                              "message of ", op->len, " bytes to ", peer_name_, " (tag ", op->tag,
+                              ") exceeds the receive buffer of ", h.length, " bytes")),
+                          0);
+      } else {
+        op->req->Complete(
+            absl::InternalError(absl::StrCat(peer_name_,
+                                             " could not register its receive buffer for a message "
+                                             "of ",
+                                             op->len, " bytes (tag ", op->tag, "); see its log")),
+            0);
+      }
+      return;
+    }
+    case MsgType::kCredit:
+      return;
+  }
+}
+
+void VerbsConnection::ArrivalLocked(const WireHeader& h, const uint8_t* payload) {
+  auto it = posted_.find(h.tag);
+  if (it != posted_.end() && !it->second.empty()) {
+    std::unique_ptr<RecvOp> r = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) posted_.erase(it);
+    MatchArrivalLocked(std::move(r), h, payload);
+    return;
+  }
+  if (h.type == MsgType::kRts) {
+    PullLocked(h);
+    return;
+  }
+  auto u = std::make_shared<Unexpected>();
+  u->len = h.length;
+  if (h.length > 0) {
+    u->data.reset(new uint8_t[h.length]);
+    std::memcpy(u->data.get(), payload, h.length);
+  }
+  u->ready = true;
+  unexpected_[h.tag].push_back(std::move(u));
+}
+
+void VerbsConnection::MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHeader& h,
+                                         const uint8_t* payload) {
+  const bool eager = h.type == MsgType::kEager;
+  OutMsg nack;
+  nack.kind = OutMsg::kNack;
+  nack.id = h.id;
+  nack.length = r->cap;
+  if (h.length > r->cap) {
+    r->req->Complete(absl::InvalidArgumentError(absl::StrCat(
+                         "message of ", h.length, " bytes from ", peer_name_, " (tag ", r->tag,
+                         ") exceeds the receive buffer of ", r->cap, " bytes")),
+                     0);
+    if (!eager) {  // the sender still waits for a CTS: fail it too
+      nack.reason = static_cast<uint8_t>(NackReason::kTooSmall);
+      pending_.push_back(std::move(nack));
+    }
+    return;
+  }
+  if (eager) {
+    if (h.length > 0) std::memcpy(r->buf, payload, h.length);
+    r->req->Complete(absl::OkStatus(), h.length);
+    return;
+  }
+  if (!r->mr.valid()) {
+    // Only when the peer's eager limit is below ours; rare, so registered here.
+    absl::StatusOr<MrRef> mr = ctx_->registry().Acquire(r->buf, r->cap, /*remote_write=*/true);
+    if (!mr.ok()) {
+      r->req->Complete(Annotate(mr.status(), absl::StrCat("Irecv from ", peer_name_)), 0);
+      nack.reason = static_cast<uint8_t>(NackReason::kReceiverError);
+      pending_.push_back(std::move(nack));
+      return;
+    }
+    r->mr = std::move(*mr);
+  }
+  const uint64_t addr = reinterpret_cast<uintptr_t>(r->buf);
+  const uint32_t rkey = r->mr.rkey();
+  WriteTarget t;
+  t.len = h.length;
+  t.recv = std::move(r);
+  QueueCtsLocked(h.id, addr, rkey, std::move(t));
+}
+
+void VerbsConnection::PullLocked(const WireHeader& h) {
+  auto u = std::make_shared<Unexpected>();
+  u->len = h.length;
+  u->data.reset(new (std::nothrow) uint8_t[h.length]);
+  if (u->data == nullptr) {
+    FailLocked(absl::ResourceExhaustedError(absl::StrCat("cannot hold an unexpected message of ",
+                                                         h.length, " bytes from ", peer_name_)),
+               /*report=*/true);
+    return;
+  }
+  absl::StatusOr<MrRef> mr =
+      ctx_->registry().Acquire(u->data.get(), h.length, /*remote_write=*/true);
+  if (!mr.ok()) {
+    FailLocked(Annotate(mr.status(), absl::StrCat("holding an unexpected message of ", h.length,
+                                                  " bytes from ", peer_name_)),
+               /*report=*/true);
+    return;
+  }
+  const uint64_t addr = reinterpret_cast<uintptr_t>(u->data.get());
+  const uint32_t rkey = mr->rkey();
+  WriteTarget t;
+  t.len = h.length;
+  t.pulled = u;
+  t.pulled_mr = std::move(*mr);
+  unexpected_[h.tag].push_back(std::move(u));
+  QueueCtsLocked(h.id, addr, rkey, std::move(t));
+}
+
+void VerbsConnection::QueueCtsLocked(uint64_t send_id, uint64_t addr, uint32_t rkey,
+                                     WriteTarget t) {
+  uint32_t cookie = next_cookie_++;
+  while (cookie == 0 || rendezvous_.contains(cookie)) cookie = next_cookie_++;
+  rendezvous_[cookie] = std::move(t);
+  OutMsg cts;
+  cts.kind = OutMsg::kCts;
+  cts.id = send_id;
+  cts.addr = addr;
+  cts.rkey = rkey;
+  cts.cookie = cookie;
+  pending_.push_back(std::move(cts));
+}
+
+void VerbsConnection::WriteLandedLocked(uint32_t cookie) {
+  auto it = rendezvous_.find(cookie);
+  if (it == rendezvous_.end()) {
+    FailLocked(
+        absl::DataLossError(ProtocolError(absl::StrCat("RDMA write for unknown receive ", cookie))),
+        /*report=*/true);
+    return;
+  }
+  WriteTarget t = std::move(it->second);
+  rendezvous_.erase(it);
+  if (t.recv != nullptr) {
+    t.recv->mr.Reset();
+    t.recv->req->Complete(absl::OkStatus(), t.len);
+    return;
+  }
+  t.pulled_mr.Reset();
+  t.pulled->ready = true;
+  if (t.pulled->waiter != nullptr) {
+    std::unique_ptr<RecvOp> w = std::move(t.pulled->waiter);
+    CopyOutLocked(*w, *t.pulled);
+  }
+}
+
+void VerbsConnection::MatchHeldLocked(std::unique_ptr<RecvOp> r, std::shared_ptr<Unexpected> u) {
+  if (u->len > r->cap) {
+    // The message is dropped (a rendezvous one once its write has landed).
+    r->req->Complete(absl::InvalidArgumentError(absl::StrCat(
+                         "message of ", u->len, " bytes from ", peer_name_, " (tag ", r->tag,
+                         ") exceeds the receive buffer of ", r->cap, " bytes")),
+                     0);
+    return;
+  }
+  if (u->ready) {
+    CopyOutLocked(*r, *u);
+  } else {
+    u->waiter = std::move(r);  // completed by WriteLandedLocked
+  }
+}
+
+void VerbsConnection::CopyOutLocked(RecvOp& r, Unexpected& u) {
+  if (u.len > 0) std::memcpy(r.buf, u.data.get(), u.len);
+  u.data.reset();
+  r.mr.Reset();
+  r.req->Complete(absl::OkStatus(), u.len);
+}
+
+void VerbsConnection::FlushLocked() {
+  if (!UsableLocked()) return;
+  while (!pending_.empty() && UsableLocked()) {
+    OutMsg& m = pending_.front();
+    if (m.kind == OutMsg::kWrite) {
+      if (!PostWriteLocked(m)) break;
+      pending_.pop_front();
+      continue;
+    }
+    if (credits_ <= 0 || sq_free_ <= 0 || free_slots_.empty()) break;
+    const int slot = free_slots_.back();
+    free_slots_.pop_back();
+    uint8_t* p = send_buf_->slot(slot);
+    WireHeader h;
+    size_t payload = 0;
+    switch (m.kind) {
+      case OutMsg::kEager:
+        h.type = MsgType::kEager;
+        h.tag = m.op->tag;
+        h.length = m.op->len;
+        h.id = m.op->id;
+        payload = m.op->len;
+        if (payload > 0) std::memcpy(p + kWireHeaderBytes, m.op->buf, payload);
+        slot_op_[slot] = m.op->id;
+        break;
+      case OutMsg::kRts:
+        h.type = MsgType::kRts;
+        h.tag = m.op->tag;
+        h.length = m.op->len;
+        h.id = m.op->id;
+        break;
+      case OutMsg::kCts:
+        h.type = MsgType::kCts;
+        h.id = m.id;
+        h.addr = m.addr;
+        h.rkey = m.rkey;
+        h.cookie = m.cookie;
+        break;
+      case OutMsg::kNack:
+        h.type = MsgType::kNack;
+        h.id = m.id;
+        h.length = m.length;
+        h.reason = m.reason;
+        break;
+      case OutMsg::kWrite:
+        break;
+    }
+    h.credits = owed_;
+    EncodeHeader(h, p);
+    if (!PostSendLocked(slot, kWireHeaderBytes + payload)) return;
+    owed_ = 0;
+    --credits_;
+    pending_.pop_front();
+  }
+  // Return credits on their own once enough are owed; these need no credit.
+  if (UsableLocked() && owed_ >= cfg_.credit_batch && sq_free_ > 0 && !free_slots_.empty()) {
+    const int slot = free_slots_.back();
+    free_slots_.pop_back();
+    WireHeader h;
+    h.type = MsgType::kCredit;
+    h.credits = owed_;
+    EncodeHeader(h, send_buf_->slot(slot));
+    if (PostSendLocked(slot, kWireHeaderBytes)) owed_ = 0;
+  }
+}
+
+bool VerbsConnection::PostSendLocked(int slot, size_t bytes) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(send_buf_->slot(slot));
+  sge.length = static_cast<uint32_t>(bytes);
+  sge.lkey = send_buf_->lkey();
+  ibv_send_wr wr{};
+  wr.wr_id = (kWrSend << kWrKindShift) | static_cast<uint64_t>(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp_->qp(), &wr, &bad);
+  if (rc != 0) {
+    slot_op_[slot] = 0;
+    free_slots_.push_back(slot);
+    FailLocked(VerbsError(absl::StrCat(ctx_->label(), " QP ", qpn_, " to ", peer_name_),
+                          "ibv_post_send(SEND)", rc),
+               /*report=*/true);
+    return false;
+  }
+  --sq_free_;
+  ++send_outstanding_;
+  return true;
+}
+
+bool VerbsConnection::PostWriteLocked(OutMsg& m) {
+  SendOp& op = *m.op;
+  while (m.offset < op.len) {
+    const size_t n = std::min(write_chunk_, op.len - m.offset);
+    const bool last = m.offset + n == op.len;
+    if (sq_free_ <= 0 || (last && credits_ <= 0)) return false;
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uintptr_t>(op.buf + m.offset);
+    sge.length = static_cast<uint32_t>(n);
+    sge.lkey = op.mr.lkey();
+    ibv_send_wr wr{};
+    wr.wr_id = ((last ? kWrWriteLast : kWrWrite) << kWrKindShift) | op.id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = m.addr + m.offset;
+    wr.wr.rdma.rkey = m.rkey;
+    if (last) wr.imm_data = htonl(m.cookie);
+    ibv_send_wr* bad = nullptr;
+    int rc = ibv_post_send(qp_->qp(), &wr, &bad);
+    if (rc != 0) {
+      FailLocked(VerbsError(absl::StrCat(ctx_->label(), " QP ", qpn_, " to ", peer_name_),
+                            "ibv_post_send(RDMA_WRITE)", rc),
+                 /*report=*/true);
+      return false;
+    }
+    --sq_free_;
+    ++send_outstanding_;
+    if (last) --credits_;
+    m.offset += n;
+  }
+  return true;
+}
+
+bool VerbsConnection::RepostRecvLocked(int slot) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(recv_buf_->slot(slot));
+  sge.length = cfg_.slot_bytes;
+  sge.lkey = recv_buf_->lkey();
+  ibv_recv_wr wr{};
+  wr.wr_id = (kWrRecv << kWrKindShift) | static_cast<uint64_t>(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  int rc = ibv_post_recv(qp_->qp(), &wr, &bad);
+  if (rc != 0) {
+    FailLocked(VerbsError(absl::StrCat(ctx_->label(), " QP ", qpn_, " to ", peer_name_),
+                          "ibv_post_recv", rc),
+               /*report=*/true);
+    return false;
+  }
+  ++recv_outstanding_;
+  return true;
+}
+
+}  // namespace mixnet::transport::verbs

@@ -1,0 +1,19 @@
+// Test hooks of the in-process libibverbs simulation (fake_ibverbs.cc).
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+// Number of devices ("fake0", "fake1", ...) and their link layer. Call before
+// opening devices.
+void fake_ibverbs_configure(int num_devices, int ethernet);
+// Times a SEND or WRITE WITH IMMEDIATE found no posted receive (receiver not
+// ready). The transport's credits should keep this at zero.
+uint64_t fake_ibverbs_rnr_events();
+// Work requests that failed (protection, length, retry errors), for checks.
+uint64_t fake_ibverbs_error_completions();
+// Memory registrations currently alive.
+int64_t fake_ibverbs_live_mrs();
+// Queue pairs currently alive.
+int64_t fake_ibverbs_live_qps();
+}
