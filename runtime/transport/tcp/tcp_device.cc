@@ -231,7 +231,8 @@ void TcpDevice::DropHandshake(Handshake* hs) {
   handshakes_.erase(hs);
 }
 
-void TcpDevice::OnHello(Handshake* hs, const Hello& hello) {
+void TcpDevice::OnHello(Handshake* hs, const Hello& hello_ref) {
+  const Hello hello = hello_ref;  // hello_ref lives in *hs, freed below
   RemoveFd(hs->fd);
   int fd = hs->fd;
   handshakes_.erase(hs);
