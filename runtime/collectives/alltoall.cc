@@ -89,10 +89,7 @@ absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& a) {
   reqs.reserve(4 * n);
   auto post = [&](absl::StatusOr<std::unique_ptr<transport::Request>> r, int peer,
                   size_t expect) -> absl::Status {
-    if (!r.ok()) {
-      comm.Abort(r.status());
-      return r.status();
-    }
+    if (!r.ok()) return comm.Fail(r.status());
     reqs.push_back(*std::move(r));
     owner.push_back(peer);
     expected.push_back(expect);

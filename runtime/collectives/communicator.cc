@@ -185,6 +185,19 @@ absl::Status Communicator::health() const {
   return failure_;
 }
 
+absl::Status Communicator::Fail(absl::Status status) {
+  if (status.code() == absl::StatusCode::kUnavailable && !failed_.load()) {
+    // A peer that closed in an orderly way mid-collective usually aborted
+    // because a third rank died: give that root cause a moment to surface
+    // and report it instead.
+    const absl::Time grace = absl::Now() + absl::Seconds(1);
+    while (!failed_.load() && absl::Now() < grace) absl::SleepFor(absl::Milliseconds(5));
+    if (failed_.load()) status = health();
+  }
+  Abort(status);
+  return health();
+}
+
 void Communicator::Abort(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
@@ -201,11 +214,7 @@ absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Reques
   for (size_t i = 0; i < requests.size(); ++i) {
     transport::Request* r = requests[i].get();
     while (!r->Done()) {
-      if (failed_.load()) {
-        absl::Status s = health();
-        Abort(s);
-        return s;
-      }
+      if (failed_.load()) return Fail(health());
       absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) {
         std::set<int> pending;
@@ -214,28 +223,17 @@ absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Reques
         }
         std::string names;
         for (int p : pending) absl::StrAppend(&names, names.empty() ? "" : ", ", PeerName(p));
-        absl::Status s = absl::DeadlineExceededError(
+        return Fail(absl::DeadlineExceededError(
             absl::StrCat(what, " on rank ", rank_, " timed out after ",
-                         absl::FormatDuration(timeout_), " waiting for ", names));
-        Abort(s);
-        return s;
+                         absl::FormatDuration(timeout_), " waiting for ", names)));
       }
       (void)r->Wait(std::min(left, absl::Milliseconds(20)));
     }
     absl::Status s = r->status();
-    if (s.code() == absl::StatusCode::kUnavailable && !failed_.load()) {
-      // A peer that closed in an orderly way mid-collective usually aborted
-      // because a third rank died: give that root cause a moment to surface
-      // and report it instead.
-      const absl::Time grace = std::min(deadline, absl::Now() + absl::Milliseconds(300));
-      while (!failed_.load() && absl::Now() < grace) absl::SleepFor(absl::Milliseconds(5));
-      if (failed_.load()) s = health();
-    }
     if (!s.ok() && first.ok()) first = s;
     if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) {
       // A broken path: nothing more will arrive reliably.
-      Abort(s);
-      return s;
+      return Fail(s);
     }
   }
   return first;

@@ -77,6 +77,10 @@ class Communicator {
   // Records `status` (first one wins) and closes every connection, so no
   // transport touches user buffers after the failing call returns.
   void Abort(const absl::Status& status);
+  // For a collective that hit `status`: when it is a peer's orderly close,
+  // waits briefly for the root cause (a rank that died) to surface; then
+  // aborts and returns the error to report.
+  absl::Status Fail(absl::Status status);
 
   // Waits for all `requests` until `timeout`, giving up early when the
   // communicator fails. `owner[i]` is the peer rank of requests[i], used to

@@ -19,11 +19,7 @@ absl::Status Barrier(Communicator& comm) {
     std::vector<std::unique_ptr<transport::Request>> reqs;
     auto r = comm.paths_to(from)[0].connection->Irecv(nullptr, 0, tag + round);
     auto s = comm.paths_to(to)[0].connection->Isend(nullptr, 0, tag + round);
-    if (!r.ok() || !s.ok()) {
-      absl::Status st = !r.ok() ? r.status() : s.status();
-      comm.Abort(st);
-      return st;
-    }
+    if (!r.ok() || !s.ok()) return comm.Fail(!r.ok() ? r.status() : s.status());
     reqs.push_back(*std::move(r));
     reqs.push_back(*std::move(s));
     RETURN_IF_ERROR(comm.WaitAll(reqs, {from, to}, "barrier"));
@@ -46,10 +42,7 @@ absl::Status Allgather(Communicator& comm, const void* send, void* recv, size_t 
   for (int k = 1; k < n; ++k) {
     const int peer = (me - k + n) % n;
     auto r = comm.paths_to(peer)[0].connection->Irecv(out + peer * bytes, bytes, tag);
-    if (!r.ok()) {
-      comm.Abort(r.status());
-      return r.status();
-    }
+    if (!r.ok()) return comm.Fail(r.status());
     reqs.push_back(*std::move(r));
     owner.push_back(peer);
   }
@@ -57,10 +50,7 @@ absl::Status Allgather(Communicator& comm, const void* send, void* recv, size_t 
   for (int k = 1; k < n; ++k) {
     const int peer = (me + k) % n;
     auto s = comm.paths_to(peer)[0].connection->Isend(send, bytes, tag);
-    if (!s.ok()) {
-      comm.Abort(s.status());
-      return s.status();
-    }
+    if (!s.ok()) return comm.Fail(s.status());
     reqs.push_back(*std::move(s));
     owner.push_back(peer);
   }
