@@ -12,7 +12,9 @@
 //  - A receive may be larger than the message; Request reports the bytes that
 //    arrived. A message larger than its receive fails the receive with
 //    InvalidArgument and writes nothing into it; the stream goes on.
-//  - A message that arrives before its receive is posted is held until one is.
+//  - A message sent before its receive is posted is not lost: small ones are
+//    held by the receiver, large ones may wait at the sender (rendezvous), so a
+//    large send may complete only once a matching receive is posted.
 //  - When the remote end dies or closes, every pending and future request on
 //    the connection fails with Unavailable naming the peer; a wait past its
 //    deadline returns DeadlineExceeded and leaves the request pending.
