@@ -29,7 +29,9 @@ namespace mixnet::collectives {
 struct CommunicatorOptions {
   int rank = 0;
   int world_size = 1;
-  rendezvous::Store* store = nullptr;  // not owned; used only during Create
+  // Not owned; used only during Create. Keys are "mixnet/rank/<r>", so give
+  // each communicator a fresh store or its own rendezvous::PrefixStore.
+  rendezvous::Store* store = nullptr;
   // Where ranks live. When no spec is given, a one-host spec over the first
   // interface matching MIXNET_SOCKET_IFNAME (default lo) is used and `host`
   // defaults to "localhost".
