@@ -28,7 +28,7 @@ namespace mixnet {
     "deadline for rendezvous and connection set-up")                                            \
   X(int64_t, sockets_per_path, "MIXNET_SOCKETS_PER_PATH", 2,                                    \
     "TCP sockets per path; chunks are striped across them")                                     \
-  X(int64_t, chunk_bytes, "MIXNET_CHUNK_BYTES", 1 << 20, "striping unit across sockets")        \
+  X(int64_t, chunk_bytes, "MIXNET_CHUNK_BYTES", 256 << 10, "striping unit across sockets")      \
   X(int64_t, socket_buffer_bytes, "MIXNET_SOCKET_BUFFER_BYTES", 4 << 20,                        \
     "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                    \
   X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                       \

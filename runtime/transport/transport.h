@@ -83,7 +83,7 @@ struct DeviceOptions {
   std::string bind_address;
   // TCP: sockets per connection, striping chunk and socket buffer sizes.
   int sockets_per_connection = 2;
-  size_t chunk_bytes = 1 << 20;
+  size_t chunk_bytes = 256 << 10;
   size_t socket_buffer_bytes = 4 << 20;
   // TCP: messages up to this size go eagerly (buffered by the receiver when
   // no receive is posted); larger ones wait for the receiver (rendezvous).
