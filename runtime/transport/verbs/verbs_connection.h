@@ -52,13 +52,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/transport/request_state.h"
 #include "runtime/transport/transport.h"
 #include "runtime/transport/verbs/address.h"
 #include "runtime/transport/verbs/bootstrap.h"
 #include "runtime/transport/verbs/memory_registry.h"
 #include "runtime/transport/verbs/queue_pair.h"
 #include "runtime/transport/verbs/verbs_context.h"
-#include "runtime/transport/request_state.h"
 #include "runtime/transport/verbs/wire.h"
 
 namespace mixnet::transport::verbs {
