@@ -287,6 +287,30 @@ TEST(CollectivesFailure, KilledRankIsReportedByEveryOtherRank) {
   }
 }
 
+// A peer that is alive but never joins the collective: the caller gets
+// DeadlineExceeded naming it, promptly after its timeout (the abort does not
+// wait for queued data to drain to the stuck peer).
+TEST(CollectivesFailure, SilentPeerTimesOutNamingIt) {
+  absl::Duration elapsed;
+  auto statuses = RunRanks(2, RankMode::kThreads, [&](int me, int n, rendezvous::Store& store) {
+    auto o = TestOptions(me, n, &store);
+    o.timeout = absl::Seconds(1);
+    ASSIGN_OR_RETURN(auto comm, Communicator::Create(o));
+    if (me == 1) {
+      absl::SleepFor(absl::Seconds(3));  // alive, but never calls the collective
+      return absl::OkStatus();
+    }
+    std::vector<uint8_t> send(16 << 20, 1), recv(16 << 20);
+    absl::Time t0 = absl::Now();
+    absl::Status s = Alltoall(*comm, send.data(), recv.data(), 8 << 20);
+    elapsed = absl::Now() - t0;
+    return s;
+  });
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDeadlineExceeded) << statuses[0];
+  EXPECT_NE(statuses[0].message().find("rank 1"), std::string::npos) << statuses[0];
+  EXPECT_LT(elapsed, absl::Milliseconds(2500));
+}
+
 TEST(SplitAcrossPaths, ProportionalAlignedAndComplete) {
   EXPECT_EQ(SplitAcrossPaths(0, {1, 1}), (std::vector<size_t>{0, 0}));
   EXPECT_EQ(SplitAcrossPaths(10, {1}), (std::vector<size_t>{10}));

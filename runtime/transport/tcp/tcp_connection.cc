@@ -113,7 +113,13 @@ TcpConnection::~TcpConnection() {
   bool healthy;
   {
     absl::MutexLock lock(&mu_);
-    healthy = failed_.ok();
+    // Sends still queued are being cancelled (a collective aborted): the peer
+    // may be stuck, so close at once; it sees an abrupt loss.
+    bool cancelling = !awaiting_cts_.empty();
+    for (auto& s : sockets_) {
+      for (const OutFrame& f : s->outq) cancelling |= f.op != nullptr;
+    }
+    healthy = failed_.ok() && !cancelling;
     closing_ = true;
     if (healthy) {
       // Every socket gets its own CLOSE, so an EOF is never mistaken for a death.
