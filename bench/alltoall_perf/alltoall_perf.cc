@@ -93,13 +93,7 @@ absl::Status RunRank(const Options& o) {
       iter_max.push_back(*std::max_element(all.begin(), all.end()));
     }
     if (o.rank == 0) {
-      Result r;
-      r.bytes_per_peer = bytes;
-      r.ranks = n;
-      r.transport = o.transport;
-      r.iters = o.common.iters;
-      r.warmup = o.common.warmup;
-      peers::ComputeBandwidth(iter_max, &r);
+      Result r = peers::MeasuredResult(bytes, n, o.transport, o.common.warmup, iter_max);
       if (results.is_open()) {
         results << peers::ResultToJson(r).dump() << "\n";
         results.flush();

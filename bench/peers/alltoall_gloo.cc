@@ -135,14 +135,8 @@ bool RunSize(const std::shared_ptr<gloo::Context>& ctx, const GlooOptions& opts,
   MaxAllreduce(ctx, seconds);  // Per iteration: slowest rank.
 
   if (rank == 0) {
-    Result result;
-    result.bytes_per_peer = bytes_per_peer;
-    result.ranks = ranks;
-    result.transport = kTransport;
-    result.iters = opts.common.iters;
-    result.warmup = opts.common.warmup;
-    ComputeBandwidth(seconds, &result);
-    PrintResult(result, opts.common.json);
+    PrintResult(MeasuredResult(bytes_per_peer, ranks, kTransport, opts.common.warmup, seconds),
+                opts.common.json);
   }
   return true;
 }

@@ -144,14 +144,8 @@ bool RunSize(const MpiOptions& opts, int rank, int ranks, std::size_t bytes_per_
   MPI_Reduce(seconds.data(), slowest.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, MPI_MAX,
              0, MPI_COMM_WORLD);
   if (rank == 0) {
-    Result result;
-    result.bytes_per_peer = bytes_per_peer;
-    result.ranks = ranks;
-    result.transport = kTransport;
-    result.iters = opts.common.iters;
-    result.warmup = opts.common.warmup;
-    ComputeBandwidth(slowest, &result);
-    PrintResult(result, opts.common.json);
+    PrintResult(MeasuredResult(bytes_per_peer, ranks, kTransport, opts.common.warmup, slowest),
+                opts.common.json);
   }
   return true;
 }

@@ -134,15 +134,22 @@ std::optional<std::string> CheckRecvBuffer(int rank, int ranks, std::size_t byte
   return std::nullopt;
 }
 
-void ComputeBandwidth(const std::vector<double>& iter_max_seconds, Result* result) {
+Result MeasuredResult(std::size_t bytes_per_peer, int ranks, const std::string& transport,
+                      int warmup, const std::vector<double>& iter_max_seconds) {
+  Result r;
+  r.bytes_per_peer = bytes_per_peer;
+  r.ranks = ranks;
+  r.transport = transport;
+  r.iters = static_cast<int>(iter_max_seconds.size());
+  r.warmup = warmup;
   double sum = 0;
   for (double s : iter_max_seconds) sum += s;
   double mean = iter_max_seconds.empty() ? 0 : sum / static_cast<double>(iter_max_seconds.size());
-  result->time_us = mean * 1e6;
-  double bytes = static_cast<double>(result->ranks) * static_cast<double>(result->bytes_per_peer);
-  result->algbw_gbps = mean > 0 ? bytes / mean / 1e9 : 0;
-  result->busbw_gbps =
-      result->ranks > 0 ? result->algbw_gbps * (result->ranks - 1) / result->ranks : 0;
+  r.time_us = mean * 1e6;
+  double bytes = static_cast<double>(ranks) * static_cast<double>(bytes_per_peer);
+  r.algbw_gbps = mean > 0 ? bytes / mean / 1e9 : 0;
+  r.busbw_gbps = ranks > 0 ? r.algbw_gbps * (ranks - 1) / ranks : 0;
+  return r;
 }
 
 void PrintHeader(bool json) {

@@ -77,10 +77,12 @@ struct Result {
   double busbw_gbps = 0;
 };
 
-// Fills time_us / algbw / busbw from per-iteration times (seconds, already
-// max-reduced over ranks). nccl-tests formulas: algbw = ranks *
-// bytes_per_peer / time, busbw = algbw * (ranks - 1) / ranks, GB = 1e9 bytes.
-void ComputeBandwidth(const std::vector<double>& iter_max_seconds, Result* result);
+// The result of one size from per-iteration times (seconds, already
+// max-reduced over ranks), with the number of timed iterations taken from
+// them. nccl-tests formulas: algbw = ranks * bytes_per_peer / time,
+// busbw = algbw * (ranks - 1) / ranks, GB = 1e9 bytes.
+Result MeasuredResult(std::size_t bytes_per_peer, int ranks, const std::string& transport,
+                      int warmup, const std::vector<double>& iter_max_seconds);
 
 // The JSON line of one result (keys bytes_per_peer, ranks, transport, time_us,
 // algbw_GBps, busbw_GBps, iters, warmup) and back.

@@ -140,6 +140,21 @@ class SpecParser {
     }
     return name;
   }
+  // The required "name" of list entry `node` at `path`, unique among the
+  // entries seen so far (`line_of`: name -> 1-based line of first use).
+  absl::StatusOr<std::string> UniqueName(const Fields& f, const YAML::Node& node,
+                                         const std::string& path, absl::string_view kind,
+                                         std::map<std::string, int>& line_of) {
+    auto name = f.find("name");
+    if (name == f.end()) return Missing(node, path, "name");
+    ASSIGN_OR_RETURN(std::string value, Name(name->second, Join(path, "name")));
+    if (auto [it, fresh] = line_of.emplace(value, name->second.value.Mark().line + 1); !fresh) {
+      return Error(
+          name->second.value, node, Join(path, "name"),
+          absl::StrCat("duplicate ", kind, " name '", value, "' (first at line ", it->second, ")"));
+    }
+    return value;
+  }
 
   absl::StatusOr<int64_t> Int(const YAML::Node& node, const YAML::Node& fallback,
                               absl::string_view path) {
@@ -203,14 +218,7 @@ class SpecParser {
       const std::string path = Index("ocs_switches", i);
       ASSIGN_OR_RETURN(Fields f, MapFields(node, list.value, path, {"name", "ports", "switch_ms"}));
       OcsSwitchSpec sw;
-      auto name = f.find("name");
-      if (name == f.end()) return Missing(node, path, "name");
-      ASSIGN_OR_RETURN(sw.name, Name(name->second, Join(path, "name")));
-      if (auto [it, fresh] = line_of.emplace(sw.name, name->second.value.Mark().line + 1); !fresh) {
-        return Error(
-            name->second.value, node, Join(path, "name"),
-            absl::StrCat("duplicate switch name '", sw.name, "' (first at line ", it->second, ")"));
-      }
+      ASSIGN_OR_RETURN(sw.name, UniqueName(f, node, path, "switch", line_of));
       auto ports = f.find("ports");
       if (ports == f.end()) return Missing(node, path, "ports");
       ASSIGN_OR_RETURN(int64_t n, Int(ports->second.value, ports->second.key, Join(path, "ports")));
@@ -241,15 +249,7 @@ class SpecParser {
       const std::string path = Index("hosts", i);
       ASSIGN_OR_RETURN(Fields f, MapFields(node, list.value, path, {"name", "gpus", "nics"}));
       HostSpec host;
-      auto name = f.find("name");
-      if (name == f.end()) return Missing(node, path, "name");
-      ASSIGN_OR_RETURN(host.name, Name(name->second, Join(path, "name")));
-      if (auto [it, fresh] = line_of.emplace(host.name, name->second.value.Mark().line + 1);
-          !fresh) {
-        return Error(
-            name->second.value, node, Join(path, "name"),
-            absl::StrCat("duplicate host name '", host.name, "' (first at line ", it->second, ")"));
-      }
+      ASSIGN_OR_RETURN(host.name, UniqueName(f, node, path, "host", line_of));
       if (auto gpus = f.find("gpus"); gpus != f.end()) {
         ASSIGN_OR_RETURN(int64_t n, Int(gpus->second.value, gpus->second.key, Join(path, "gpus")));
         if (n < 1 || n > 4096) {
@@ -368,15 +368,7 @@ class SpecParser {
       const std::string path = Index("regions", i);
       ASSIGN_OR_RETURN(Fields f, MapFields(node, list.value, path, {"name", "hosts"}));
       RegionSpec region;
-      auto name = f.find("name");
-      if (name == f.end()) return Missing(node, path, "name");
-      ASSIGN_OR_RETURN(region.name, Name(name->second, Join(path, "name")));
-      if (auto [it, fresh] = line_of.emplace(region.name, name->second.value.Mark().line + 1);
-          !fresh) {
-        return Error(name->second.value, node, Join(path, "name"),
-                     absl::StrCat("duplicate region name '", region.name, "' (first at line ",
-                                  it->second, ")"));
-      }
+      ASSIGN_OR_RETURN(region.name, UniqueName(f, node, path, "region", line_of));
       auto hosts = f.find("hosts");
       if (hosts == f.end()) return Missing(node, path, "hosts");
       const std::string hosts_path = Join(path, "hosts");
