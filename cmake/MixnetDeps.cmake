@@ -48,3 +48,37 @@ endif()
 if(MIXNET_BUILD_BENCH)
   find_package(benchmark QUIET)
 endif()
+
+# gRPC and protobuf (control plane): required.
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_program(MIXNET_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+
+# mixnet_add_proto_library(NAME PROTOS a.proto b.proto [DEPS lib ...])
+# Generates C++ messages and gRPC stubs for PROTOS (paths relative to
+# ${CMAKE_SOURCE_DIR}/proto, also the import root) into the build tree and
+# builds them as a static library NAME. Include as "mixnet/ocs/v1/x.pb.h".
+function(mixnet_add_proto_library NAME)
+  cmake_parse_arguments(ARG "" "" "PROTOS;DEPS" ${ARGN})
+  set(root ${CMAKE_SOURCE_DIR}/proto)
+  set(out ${CMAKE_BINARY_DIR}/proto_gen)
+  set(srcs)
+  foreach(proto ${ARG_PROTOS})
+    string(REGEX REPLACE "\\.proto$" "" base ${proto})
+    set(gen ${out}/${base}.pb.cc ${out}/${base}.pb.h ${out}/${base}.grpc.pb.cc ${out}/${base}.grpc.pb.h)
+    add_custom_command(
+      OUTPUT ${gen}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${out}
+      COMMAND protobuf::protoc --proto_path=${root} --cpp_out=${out} --grpc_out=${out}
+              --plugin=protoc-gen-grpc=${MIXNET_GRPC_CPP_PLUGIN} ${root}/${proto}
+      DEPENDS ${root}/${proto} protobuf::protoc
+      COMMENT "protoc ${proto}"
+      VERBATIM)
+    list(APPEND srcs ${out}/${base}.pb.cc ${out}/${base}.grpc.pb.cc)
+  endforeach()
+  add_library(${NAME} STATIC ${srcs})
+  target_include_directories(${NAME} PUBLIC ${out})
+  target_link_libraries(${NAME} PUBLIC protobuf::libprotobuf gRPC::grpc++ ${ARG_DEPS})
+  # Generated code is not ours to warn about.
+  target_compile_options(${NAME} PRIVATE -w)
+endfunction()

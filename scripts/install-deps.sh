@@ -8,6 +8,7 @@ if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin
