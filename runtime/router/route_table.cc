@@ -81,6 +81,8 @@ std::string_view PathKindName(PathKind kind) {
       return "ocs";
     case PathKind::kEps:
       return "eps";
+    case PathKind::kRelay:
+      return "relay";
   }
   return "unknown";
 }
@@ -167,6 +169,11 @@ absl::StatusOr<RouteTable> BuildRouteTable(const ClusterSpec& spec, const Topolo
     }
     table.routes_.emplace(peer.name, std::move(paths));
     table.eps_routes_.emplace(peer.name, std::move(eps));
+  }
+  for (auto* routes : {&table.routes_, &table.eps_routes_}) {
+    for (auto& [peer, paths] : *routes) {
+      for (Path& p : paths) p.weight = 1.0 / static_cast<double>(paths.size());
+    }
   }
   return table;
 }

@@ -1,6 +1,8 @@
 // Router v1: for one host, the paths to every other host of the cluster under
 // one topology epoch. Built from the cluster spec and the set of live OCS
 // circuits; immutable once built, shared read-only by the collectives.
+// Router v2 (route_table_v2.h) builds the same table with per-path weights
+// from a traffic matrix, EPS next to circuits and optional two-hop relays.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +15,16 @@
 #include "absl/status/statusor.h"
 #include "runtime/cluster/cluster_spec.h"
 
+namespace mixnet {
+class TrafficMatrix;
+}
+
 namespace mixnet::router {
 
-enum class PathKind { kIntraHost, kOcs, kEps };
+struct RouterV2Options;
+
+// kRelay (router v2 only): two circuits through a relay host.
+enum class PathKind { kIntraHost, kOcs, kEps, kRelay };
 std::string_view PathKindName(PathKind kind);
 
 // One way from the local host to a peer host: leave through `local_nic`,
@@ -26,7 +35,16 @@ struct Path {
   std::string local_address;   // its IPv4 address
   std::string remote_nic;      // interface name on the peer host
   std::string remote_address;  // its IPv4 address
-  double gbps = 0;             // min of both ends' link speeds
+  double gbps = 0;             // min of both ends' link speeds (both hops for kRelay)
+  // Share of the bytes to this peer that should take this path; the weights
+  // of one peer's paths sum to 1. Router v1: equal weights.
+  double weight = 0;
+  // kRelay only: the first hop ends at `remote_nic` of `relay_host`, which
+  // forwards through its `relay_nic` to the peer's `peer_nic`.
+  std::string relay_host;
+  std::string relay_nic;
+  std::string peer_nic;
+  std::string peer_address;
 };
 
 // The live circuits of the OCS fabric at one epoch.
@@ -49,11 +67,21 @@ class RouteTable {
   // the two hosts has no EPS NIC or the host is unknown; for the local host, its
   // kIntraHost path.
   const std::vector<Path>& EpsPathsTo(std::string_view peer_host) const;
+  // 1 for BuildRouteTable, 2 for BuildRouteTableV2.
+  int version() const { return version_; }
+  // Router v2: the fluid-model completion time of the local host's region
+  // under the table's split (0 for v1).
+  double predicted_completion_s() const { return predicted_completion_s_; }
 
  private:
   friend absl::StatusOr<RouteTable> BuildRouteTable(const cluster::ClusterSpec&, const Topology&,
                                                     std::string_view);
+  friend absl::StatusOr<RouteTable> BuildRouteTableV2(const cluster::ClusterSpec&, const Topology&,
+                                                      std::string_view, const TrafficMatrix&,
+                                                      const RouterV2Options&);
   uint64_t epoch_ = 0;
+  int version_ = 1;
+  double predicted_completion_s_ = 0;
   std::string local_host_;
   std::map<std::string, std::vector<Path>, std::less<>> routes_;
   std::map<std::string, std::vector<Path>, std::less<>> eps_routes_;

@@ -1,0 +1,182 @@
+// The fluid completion-time model (see fluid_model.h). Pure functions; called
+// from whichever thread plans or routes.
+#include "runtime/planner/fluid_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace mixnet::planner {
+namespace {
+
+struct Breakpoint {
+  double t;  // d / c: when this circuit has carried all of its pair's bytes
+  double d;
+  double c;
+};
+
+// Insertion sort: k is at most a few times alpha, so this beats std::sort.
+void SortBreakpoints(Breakpoint* b, int k) {
+  for (int i = 1; i < k; ++i) {
+    Breakpoint x = b[i];
+    int j = i - 1;
+    while (j >= 0 && b[j].t > x.t) {
+      b[j + 1] = b[j];
+      --j;
+    }
+    b[j + 1] = x;
+  }
+}
+
+double SolveSorted(double total, double eps, Breakpoint* b, int k) {
+  double active = 0;  // circuit rate of the peers not yet saturated
+  for (int i = 0; i < k; ++i) active += b[i].c;
+  double sat = 0;  // bytes of saturated peers
+  double last = 0;
+  for (int i = 0; i < k; ++i) {
+    const double t = (total - sat) / (eps + active);
+    if (t <= b[i].t) return std::max(t, last);
+    sat += b[i].d;
+    active -= b[i].c;
+    last = b[i].t;
+  }
+  const double rest = total - sat;
+  if (rest <= 1e-12 * total) return last;
+  if (eps <= 0) return kInfinity;
+  return std::max(rest / eps, last);
+}
+
+}  // namespace
+
+Adjacency MakeAdjacency(int hosts, const std::vector<UndirectedCircuit>& circuits) {
+  Adjacency adj(hosts);
+  auto add = [&](int from, int to, double Bps) {
+    for (CircuitLink& l : adj[from]) {
+      if (l.peer == to) {
+        l.Bps += Bps;
+        return;
+      }
+    }
+    adj[from].push_back({to, Bps});
+  };
+  for (const UndirectedCircuit& c : circuits) {
+    if (c.a == c.b || c.a < 0 || c.b < 0 || c.a >= hosts || c.b >= hosts) continue;
+    add(c.a, c.b, c.Bps);
+    add(c.b, c.a, c.Bps);
+  }
+  return adj;
+}
+
+double SideTime(double total, double eps, const double* d, const double* c, int k) {
+  if (total <= 0) return 0;
+  constexpr int kStack = 32;
+  Breakpoint stack[kStack];
+  std::vector<Breakpoint> heap;
+  Breakpoint* b = stack;
+  if (k > kStack) {
+    heap.resize(k);
+    b = heap.data();
+  }
+  int m = 0;
+  for (int i = 0; i < k; ++i) {
+    if (c[i] <= 0) continue;
+    b[m++] = Breakpoint{d[i] / c[i], d[i], c[i]};
+  }
+  SortBreakpoints(b, m);
+  return SolveSorted(total, eps, b, m);
+}
+
+FluidModel::FluidModel(const TrafficMatrix& demand, std::vector<double> eps_Bps)
+    : n_(demand.hosts()), d_(demand.data()), eps_(std::move(eps_Bps)), row_(n_, 0), col_(n_, 0) {
+  eps_.resize(n_, 0);
+  for (int i = 0; i < n_; ++i) {
+    d_[static_cast<size_t>(i) * n_ + i] = 0;
+    for (int j = 0; j < n_; ++j) {
+      const double v = d_[static_cast<size_t>(i) * n_ + j];
+      row_[i] += v;
+      col_[j] += v;
+    }
+  }
+}
+
+double FluidModel::HostTime(int h, const CircuitLink* links, int count) const {
+  constexpr int kStack = 32;
+  Breakpoint out_stack[kStack], in_stack[kStack];
+  std::vector<Breakpoint> out_heap, in_heap;
+  Breakpoint* out = out_stack;
+  Breakpoint* in = in_stack;
+  if (count > kStack) {
+    out_heap.resize(count);
+    in_heap.resize(count);
+    out = out_heap.data();
+    in = in_heap.data();
+  }
+  int m = 0;
+  const double* row = &d_[static_cast<size_t>(h) * n_];
+  for (int i = 0; i < count; ++i) {
+    const double c = links[i].Bps;
+    if (c <= 0) continue;
+    const int p = links[i].peer;
+    const double dout = row[p];
+    const double din = d_[static_cast<size_t>(p) * n_ + h];
+    out[m] = Breakpoint{dout / c, dout, c};
+    in[m] = Breakpoint{din / c, din, c};
+    ++m;
+  }
+  // Solve the heavier side first; the other side only needs solving when it
+  // is still busy at that time (f(t) > 0, an O(k) check without sorting).
+  double first_total = row_[h], second_total = col_[h];
+  if (second_total > first_total) {
+    std::swap(first_total, second_total);
+    std::swap(out, in);
+  }
+  if (first_total <= 0) return 0;
+  SortBreakpoints(out, m);
+  const double t = SolveSorted(first_total, eps_[h], out, m);
+  if (second_total <= 0 || std::isinf(t)) return t;
+  double left = second_total - t * eps_[h];
+  for (int i = 0; i < m; ++i) left -= std::min(in[i].d, t * in[i].c);
+  if (left <= 1e-12 * second_total) return t;
+  SortBreakpoints(in, m);
+  return std::max(t, SolveSorted(second_total, eps_[h], in, m));
+}
+
+FluidEstimate FluidModel::Estimate(const Adjacency& adjacency) const {
+  FluidEstimate e;
+  e.host_s.assign(n_, 0);
+  for (int h = 0; h < n_; ++h) {
+    const std::vector<CircuitLink>& links =
+        h < static_cast<int>(adjacency.size()) ? adjacency[h] : std::vector<CircuitLink>{};
+    e.host_s[h] = HostTime(h, links);
+    if (e.host_s[h] > e.completion_s || (e.bottleneck_host < 0 && e.host_s[h] > 0)) {
+      e.completion_s = e.host_s[h];
+      e.bottleneck_host = h;
+    }
+  }
+  return e;
+}
+
+double FluidModel::Completion(const Adjacency& adjacency) const {
+  double t = 0;
+  for (int h = 0; h < n_; ++h) {
+    if (h < static_cast<int>(adjacency.size())) {
+      t = std::max(t, HostTime(h, adjacency[h].data(), static_cast<int>(adjacency[h].size())));
+    } else {
+      t = std::max(t, HostTime(h, nullptr, 0));
+    }
+  }
+  return t;
+}
+
+double FluidModel::LowerBound(const std::vector<double>& ocs_Bps) const {
+  double bound = 0;
+  for (int h = 0; h < n_; ++h) {
+    const double bytes = std::max(row_[h], col_[h]);
+    if (bytes <= 0) continue;
+    const double rate = eps_[h] + (h < static_cast<int>(ocs_Bps.size()) ? ocs_Bps[h] : 0.0);
+    bound = std::max(bound, rate > 0 ? bytes / rate : kInfinity);
+  }
+  return bound;
+}
+
+}  // namespace mixnet::planner

@@ -1,0 +1,81 @@
+// Internal to the planner: the host-level circuit multigraph a planning
+// algorithm edits (circuits as host pairs on a switch, free ports per host and
+// switch, per-peer aggregated rates for the fluid model), and the algorithms
+// that edit it. Ports are assigned afterwards (AssignPorts). Single-threaded:
+// one PlanGraph per planning call.
+#pragma once
+
+#include <vector>
+
+#include "runtime/planner/fluid_model.h"
+#include "runtime/planner/planner.h"
+
+namespace mixnet::planner::internal {
+
+struct HostCircuit {
+  int a = 0;
+  int b = 0;
+  int s = 0;  // switch index
+};
+
+class PlanGraph {
+ public:
+  explicit PlanGraph(const Region& region);
+
+  int hosts() const { return n_; }
+  int switches() const { return s_; }
+  int free(int h, int s) const { return free_[h * s_ + s]; }
+  bool AnyFree(int h) const;
+  // A switch where both hosts have a free port (the one with the most free
+  // ports at the scarcer end), or -1.
+  int CommonSwitch(int a, int b) const;
+  int count(int a, int b) const { return count_[a * n_ + b]; }
+  int count_on(int a, int b, int s) const { return count_s_[(a * n_ + b) * s_ + s]; }
+  double circuit_Bps(int a, int b) const { return rate_[a * n_ + b]; }
+
+  void Add(int a, int b, int s);
+  // False when no such circuit exists.
+  bool Remove(int a, int b, int s);
+
+  const std::vector<CircuitLink>& links(int h) const { return adj_[h]; }
+  const Adjacency& adjacency() const { return adj_; }
+  const std::vector<HostCircuit>& circuits() const { return circuits_; }
+
+ private:
+  void Bump(int a, int b);  // re-derives adj_[a]'s entry for b from the count
+
+  int n_ = 0;
+  int s_ = 0;
+  std::vector<int> free_;
+  std::vector<int> count_;
+  std::vector<int> count_s_;
+  std::vector<double> rate_;
+  Adjacency adj_;
+  std::vector<HostCircuit> circuits_;
+};
+
+// Host h's time (fluid_model.h) with its circuits changed by up to two
+// deltas: `add` gains one circuit to peer add (skip with -1), `remove` loses
+// one circuit to peer remove (skip with -1).
+double TimeWith(const FluidModel& model, const PlanGraph& g, int h, int add, int remove);
+
+// Per ordered pair: how many circuits of the current topology join it.
+std::vector<int> CurrentCounts(const Region& region, const std::vector<PlannedCircuit>& current);
+
+// The paper's greedy (planner.h).
+void PaperGreedy(const FluidModel& model, PlanGraph& g);
+// The improved planner (planner.h); `current` from CurrentCounts.
+void ImprovedPlan(const FluidModel& model, const Region& region, const std::vector<int>& current,
+                  const PlannerOptions& options, PlanGraph& g);
+
+struct PortAssignment {
+  std::vector<PlannedCircuit> circuits;
+  int kept = 0;
+  int ports_changed = 0;
+};
+// Concrete ports for the host-level circuits of `g` (planner.h: kept circuits
+// keep their ports; new ones prefer ports freed by dropped circuits).
+PortAssignment AssignPorts(const Region& region, const PlanGraph& g,
+                           const std::vector<PlannedCircuit>& current);
+
+}  // namespace mixnet::planner::internal

@@ -1,0 +1,74 @@
+// Splitting each host pair's bytes across its direct circuits, EPS and two-hop
+// relays through a host with circuits to both ends, so that the fluid-model
+// completion time (fluid_model.h) is smallest: the water-filling router v2
+// builds its per-path weights from, and the planner and the simulator score
+// topologies with. Pure computation, callable from any thread.
+//
+// Algorithm (OptimiseRouting):
+//  1. Direct routing: T0 is the exact direct-routing optimum of the fluid
+//     model; pair (i, j) puts min(D, T0 c) on its circuits, the rest on EPS.
+//  2. With relaying: binary search on a target T below T0. For a target, each
+//     circuit direction keeps its direct bytes min(D, T c) and offers the rest
+//     of T c as spare; every host whose EPS egress (or ingress) exceeds T E
+//     moves EPS bytes of its pairs (i, j) onto relays i -> k -> j with spare on
+//     both circuits, as much as the excess, until no excess remains (the
+//     target is feasible) or no relay has spare (it is not).
+//  3. The routing of the smallest feasible target is kept only if its
+//     evaluated completion time (EvaluateRouting) beats T0.
+// So the result is never slower than direct routing, which is never slower
+// than "circuits if any, else EPS" (the paper) or EPS only.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "runtime/planner/fluid_model.h"
+
+namespace mixnet::planner {
+
+// How the bytes of one ordered pair (i, j) travel.
+struct PairSplit {
+  double circuit = 0;                         // over the circuits joining i and j
+  double eps = 0;                             // over EPS
+  std::vector<std::pair<int, double>> relay;  // (relay host k, bytes) over i -> k -> j
+
+  double total() const {
+    double t = circuit + eps;
+    for (const auto& r : relay) t += r.second;
+    return t;
+  }
+};
+
+struct RegionRouting {
+  int hosts = 0;
+  std::vector<PairSplit> pairs;  // hosts * hosts, row-major; the diagonal is unused
+  double completion_s = 0;       // EvaluateRouting of this routing
+
+  const PairSplit& at(int src, int dst) const {
+    return pairs[static_cast<size_t>(src) * hosts + dst];
+  }
+  PairSplit& at(int src, int dst) { return pairs[static_cast<size_t>(src) * hosts + dst]; }
+};
+
+struct RoutingOptions {
+  bool relay = true;      // allow two-hop relays over circuits
+  int search_steps = 24;  // binary-search steps on the target time
+};
+
+// The routing with the smallest completion time found (see the algorithm above).
+RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& adjacency,
+                              const RoutingOptions& options = {});
+
+// The paper's routing: a pair's bytes go over its circuits when it has any, else over EPS.
+RegionRouting CircuitOnlyRouting(const FluidModel& model, const Adjacency& adjacency);
+// Everything over EPS.
+RegionRouting EpsOnlyRouting(const FluidModel& model);
+
+// The completion time of a given routing: the largest load / capacity over
+// every circuit direction (direct bytes, plus both hops of every relay through
+// it) and every host's EPS egress and ingress. Infinity when bytes use a path
+// of capacity 0.
+double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
+                       const RegionRouting& routing);
+
+}  // namespace mixnet::planner

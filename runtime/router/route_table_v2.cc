@@ -1,0 +1,169 @@
+// Router v2: weighted paths from the fluid-model split (see route_table_v2.h).
+// Runs on whichever thread installs an epoch; the result is immutable.
+#include "runtime/router/route_table_v2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status.h"
+#include "runtime/planner/fluid_model.h"
+#include "runtime/planner/routing.h"
+
+namespace mixnet::router {
+namespace {
+
+using cluster::ClusterSpec;
+using cluster::HostSpec;
+using cluster::NicSpec;
+
+absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// One circuit seen from host a towards host b.
+struct Hop {
+  std::string_view ocs_switch;
+  int low_port = 0;
+  const NicSpec* a_nic = nullptr;
+  const NicSpec* b_nic = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topology& topology,
+                                             std::string_view local_host,
+                                             const TrafficMatrix& demand,
+                                             const RouterV2Options& options) {
+  ASSIGN_OR_RETURN(RouteTable table, BuildRouteTable(spec, topology, local_host));
+  table.version_ = 2;
+  const std::string what =
+      absl::StrCat("route table v2 for host ", Av(local_host), " at epoch ", topology.epoch);
+  const int total = static_cast<int>(spec.hosts.size());
+  if (demand.hosts() != total || demand.data().size() != static_cast<size_t>(total) * total) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": traffic matrix is ", demand.hosts(),
+                                                   "x", demand.hosts(), " but the spec has ", total,
+                                                   " hosts"));
+  }
+  for (int i = 0; i < total; ++i) {
+    for (int j = 0; j < total; ++j) {
+      const double v = demand.at(i, j);
+      if (!std::isfinite(v) || v < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": traffic from host ", spec.hosts[i].name, " to host ",
+                         spec.hosts[j].name, " is ", v, " bytes; must be finite and >= 0"));
+      }
+    }
+  }
+  const HostSpec* local = spec.FindHost(local_host);  // validated by BuildRouteTable
+  if (local->region.empty()) return table;
+
+  // The region's hosts (spec order, first of duplicate names) and their index.
+  std::vector<int> members;
+  std::map<const HostSpec*, int> pos;
+  for (int i = 0; i < total; ++i) {
+    const HostSpec* h = &spec.hosts[i];
+    if (h->region != local->region || spec.FindHost(h->name) != h) continue;
+    pos[h] = static_cast<int>(members.size());
+    members.push_back(i);
+  }
+  const int n = static_cast<int>(members.size());
+  const int li = pos.at(local);
+  TrafficMatrix sub(n);
+  std::vector<double> eps(n, 0);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) sub.at(a, b) = a == b ? 0 : demand.at(members[a], members[b]);
+    for (const NicSpec& nic : spec.hosts[members[a]].nics) {
+      if (nic.role == cluster::NicRole::kEps) eps[a] += nic.gbps * 1e9 / 8;
+    }
+  }
+
+  // Circuits inside the region, per ordered host pair, in (switch, port) order.
+  using PortKey = std::pair<std::string_view, int>;
+  std::map<PortKey, std::pair<const HostSpec*, const NicSpec*>> cabled;
+  for (const HostSpec& h : spec.hosts) {
+    for (const NicSpec& nic : h.nics) {
+      if (nic.role == cluster::NicRole::kOcs)
+        cabled.emplace(PortKey{nic.ocs_switch, nic.ocs_port}, std::make_pair(&h, &nic));
+    }
+  }
+  std::vector<std::vector<Hop>> hops(static_cast<size_t>(n) * n);
+  std::vector<planner::UndirectedCircuit> circuits;
+  for (const cluster::CircuitSpec& c : topology.circuits) {
+    auto ea = cabled.find(PortKey{c.ocs_switch, c.port_a});
+    auto eb = cabled.find(PortKey{c.ocs_switch, c.port_b});
+    if (ea == cabled.end() || eb == cabled.end()) continue;  // validated by BuildRouteTable
+    auto pa = pos.find(ea->second.first);
+    auto pb = pos.find(eb->second.first);
+    if (pa == pos.end() || pb == pos.end()) continue;
+    const int a = pa->second, b = pb->second;
+    const NicSpec* na = ea->second.second;
+    const NicSpec* nb = eb->second.second;
+    const int low = std::min(c.port_a, c.port_b);
+    hops[a * n + b].push_back(Hop{c.ocs_switch, low, na, nb});
+    hops[b * n + a].push_back(Hop{c.ocs_switch, low, nb, na});
+    circuits.push_back({a, b, std::min(na->gbps, nb->gbps) * 1e9 / 8});
+  }
+  for (std::vector<Hop>& v : hops) {
+    std::sort(v.begin(), v.end(), [](const Hop& x, const Hop& y) {
+      return std::tie(x.ocs_switch, x.low_port) < std::tie(y.ocs_switch, y.low_port);
+    });
+  }
+
+  const planner::FluidModel model(sub, eps);
+  const planner::Adjacency adj = planner::MakeAdjacency(n, circuits);
+  const planner::RegionRouting routing =
+      planner::OptimiseRouting(model, adj, planner::RoutingOptions{.relay = options.relay});
+  table.predicted_completion_s_ = routing.completion_s;
+
+  for (int j = 0; j < n; ++j) {
+    const double d = sub.at(li, j);
+    if (j == li || d <= 0) continue;
+    const std::string& peer = spec.hosts[members[j]].name;
+    const planner::PairSplit& split = routing.at(li, j);
+    std::vector<Path> out;
+    // Adds `paths` of `kind` sharing `bytes` by rate.
+    auto share = [&](const std::vector<Path>& paths, PathKind kind, double bytes) {
+      if (bytes <= 0) return;
+      double sum = 0;
+      for (const Path& p : paths) sum += p.kind == kind ? p.gbps : 0;
+      for (const Path& p : paths) {
+        if (p.kind != kind) continue;
+        Path q = p;
+        q.weight = bytes / d * (sum > 0 ? p.gbps / sum : 1.0);
+        out.push_back(std::move(q));
+      }
+    };
+    share(table.PathsTo(peer), PathKind::kOcs, split.circuit);
+    share(table.EpsPathsTo(peer), PathKind::kEps, split.eps);
+    for (const auto& [k, bytes] : split.relay) {
+      const std::vector<Hop>& first = hops[li * n + k];
+      const std::vector<Hop>& second = hops[k * n + j];
+      if (bytes <= 0 || first.empty() || second.empty()) continue;
+      Path p;
+      p.kind = PathKind::kRelay;
+      p.local_nic = first[0].a_nic->name;
+      p.local_address = first[0].a_nic->address;
+      p.remote_nic = first[0].b_nic->name;
+      p.remote_address = first[0].b_nic->address;
+      p.relay_host = spec.hosts[members[k]].name;
+      p.relay_nic = second[0].a_nic->name;
+      p.peer_nic = second[0].b_nic->name;
+      p.peer_address = second[0].b_nic->address;
+      p.gbps = std::min({first[0].a_nic->gbps, first[0].b_nic->gbps, second[0].a_nic->gbps,
+                         second[0].b_nic->gbps});
+      p.weight = bytes / d;
+      out.push_back(std::move(p));
+    }
+    double sum = 0;
+    for (const Path& p : out) sum += p.weight;
+    if (out.empty() || !(sum > 0)) continue;  // keep v1's paths
+    for (Path& p : out) p.weight /= sum;
+    table.routes_[peer] = std::move(out);
+  }
+  return table;
+}
+
+}  // namespace mixnet::router

@@ -1,0 +1,42 @@
+// Router v2: the route table of one host for one topology epoch, with per-path
+// weights that split each peer's bytes across its direct circuits, EPS and
+// (optionally) two-hop relays through a host with circuits to both ends, so
+// that the fluid-model completion time of the host's region is smallest
+// (planner::OptimiseRouting, water-filling). Every host of a region computes
+// the same region-wide split from the same inputs (deterministic), so relays
+// agree on what they forward. Runs on whichever thread installs an epoch; the
+// table is immutable afterwards.
+//
+// Compared with v1 (route_table.h), for a peer in the local host's region
+// with predicted bytes:
+//  - PathsTo lists the circuit paths, EPS paths and kRelay paths that carry a
+//    positive share, each with its weight (the shares sum to 1; circuits of
+//    one pair share their bytes by rate, EPS paths likewise);
+//  - a peer with no predicted bytes, a peer outside the region and the local
+//    host keep v1's paths and equal weights.
+// EpsPathsTo is v1's, whatever the split.
+#pragma once
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/locality/traffic_matrix.h"
+#include "runtime/router/route_table.h"
+
+namespace mixnet::router {
+
+struct RouterV2Options {
+  bool relay = true;  // allow kRelay paths
+};
+
+// `demand` holds bytes per ordered host pair, indexed in spec.hosts order
+// (spec.hosts.size() square); only the local host's region is used.
+// InvalidArgument as BuildRouteTable, or when the matrix has the wrong size
+// or an entry is negative or not finite (naming the two hosts).
+absl::StatusOr<RouteTable> BuildRouteTableV2(const cluster::ClusterSpec& spec,
+                                             const Topology& topology, std::string_view local_host,
+                                             const TrafficMatrix& demand,
+                                             const RouterV2Options& options = {});
+
+}  // namespace mixnet::router

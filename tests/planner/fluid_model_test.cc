@@ -1,0 +1,184 @@
+// Tests for the fluid completion-time model and the water-filling split:
+// hand-made cases with known answers, then seeded random properties (the
+// optimised split never loses to EPS-only, circuit-only or direct routing,
+// conserves every pair's bytes and relays only over circuits). Single-threaded.
+#include "runtime/planner/fluid_model.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/planner/routing.h"
+
+namespace mixnet::planner {
+namespace {
+
+TEST(SideTimeTest, EpsOnly) {
+  EXPECT_DOUBLE_EQ(SideTime(100, 10, nullptr, nullptr, 0), 10);
+  EXPECT_DOUBLE_EQ(SideTime(0, 0, nullptr, nullptr, 0), 0);
+  EXPECT_TRUE(std::isinf(SideTime(1, 0, nullptr, nullptr, 0)));
+}
+
+TEST(SideTimeTest, CircuitSaturatesThenEpsFinishes) {
+  // 100 bytes, EPS 10 B/s, a 20 B/s circuit to a peer that gets 60 of them:
+  // the circuit is done at t=3, EPS carries the other 40 by t=4.
+  const double d[] = {60}, c[] = {20};
+  EXPECT_DOUBLE_EQ(SideTime(100, 10, d, c, 1), 4);
+}
+
+TEST(SideTimeTest, SplitBalancesCircuitAndEps) {
+  // 90 of 100 bytes to the circuit peer: both paths busy until 100 / 30.
+  const double d[] = {90}, c[] = {20};
+  EXPECT_DOUBLE_EQ(SideTime(100, 10, d, c, 1), 100.0 / 30);
+}
+
+TEST(SideTimeTest, NoEpsAllOnCircuits) {
+  const double d[] = {10, 40}, c[] = {10, 10};
+  EXPECT_DOUBLE_EQ(SideTime(50, 0, d, c, 2), 4);
+  // A byte for a peer without a circuit cannot leave.
+  EXPECT_TRUE(std::isinf(SideTime(51, 0, d, c, 2)));
+}
+
+TEST(SideTimeTest, ZeroRateCircuitIgnored) {
+  const double d[] = {50}, c[] = {0};
+  EXPECT_DOUBLE_EQ(SideTime(50, 5, d, c, 1), 10);
+}
+
+TEST(FluidModelTest, IngressBottleneck) {
+  // Hosts 1 and 2 both send 30 bytes to host 0; EPS 10 B/s each, no circuits:
+  // host 0's ingress needs 60 / 10.
+  TrafficMatrix m(3);
+  m.at(1, 0) = 30;
+  m.at(2, 0) = 30;
+  FluidModel model(m, {10, 10, 10});
+  FluidEstimate e = model.Estimate(Adjacency(3));
+  EXPECT_DOUBLE_EQ(e.completion_s, 6);
+  EXPECT_EQ(e.bottleneck_host, 0);
+  EXPECT_DOUBLE_EQ(e.host_s[1], 3);
+  // A 20 B/s circuit 0-1: host 0 takes 30 on it by 1.5 and 30 on EPS by 3.
+  Adjacency adj = MakeAdjacency(3, {{0, 1, 20}});
+  EXPECT_DOUBLE_EQ(model.Estimate(adj).completion_s, 3);
+}
+
+TEST(FluidModelTest, DiagonalIgnoredAndLowerBound) {
+  TrafficMatrix m(2);
+  m.at(0, 0) = 1000;
+  m.at(0, 1) = 40;
+  FluidModel model(m, {10, 10});
+  EXPECT_DOUBLE_EQ(model.egress_bytes(0), 40);
+  EXPECT_DOUBLE_EQ(model.Estimate(Adjacency(2)).completion_s, 4);
+  EXPECT_DOUBLE_EQ(model.LowerBound({30, 30}), 1);
+  // Two parallel circuits aggregate.
+  Adjacency adj = MakeAdjacency(2, {{0, 1, 15}, {1, 0, 15}});
+  ASSERT_EQ(adj[0].size(), 1u);
+  EXPECT_DOUBLE_EQ(adj[0][0].Bps, 30);
+  EXPECT_DOUBLE_EQ(model.Estimate(adj).completion_s, 1);
+}
+
+TEST(RoutingTest, RelayMakesUnreachablePairFinish) {
+  // No EPS anywhere; circuits A-B and B-C; A sends C one byte: only the relay
+  // through B gets it there, in 1 s.
+  TrafficMatrix m(3);
+  m.at(0, 2) = 1;
+  FluidModel model(m, {0, 0, 0});
+  Adjacency adj = MakeAdjacency(3, {{0, 1, 1}, {1, 2, 1}});
+  EXPECT_TRUE(std::isinf(model.Estimate(adj).completion_s));
+  RegionRouting direct = OptimiseRouting(model, adj, RoutingOptions{.relay = false});
+  EXPECT_TRUE(std::isinf(direct.completion_s));
+  RegionRouting r = OptimiseRouting(model, adj);
+  EXPECT_NEAR(r.completion_s, 1, 1e-3);
+  ASSERT_EQ(r.at(0, 2).relay.size(), 1u);
+  EXPECT_EQ(r.at(0, 2).relay[0].first, 1);
+  EXPECT_NEAR(r.at(0, 2).total(), 1, 1e-9);
+}
+
+TEST(RoutingTest, RelayAndEpsShareEvenly) {
+  // A sends C 2 bytes; EPS 1 B/s everywhere; circuits A-B, B-C at 1 B/s.
+  // Optimum: 1 byte over EPS, 1 over the relay, done at t=1 (EPS alone: 2).
+  TrafficMatrix m(3);
+  m.at(0, 2) = 2;
+  FluidModel model(m, {1, 1, 1});
+  Adjacency adj = MakeAdjacency(3, {{0, 1, 1}, {1, 2, 1}});
+  EXPECT_DOUBLE_EQ(model.Estimate(adj).completion_s, 2);
+  RegionRouting r = OptimiseRouting(model, adj);
+  EXPECT_NEAR(r.completion_s, 1, 1e-3);
+  EXPECT_NEAR(r.at(0, 2).eps, 1, 1e-3);
+  EXPECT_DOUBLE_EQ(EvaluateRouting(model, adj, r), r.completion_s);
+}
+
+TEST(RoutingTest, BaselinesAndEvaluation) {
+  TrafficMatrix m(2);
+  m.at(0, 1) = 30;
+  FluidModel model(m, {10, 10});
+  Adjacency adj = MakeAdjacency(2, {{0, 1, 20}});
+  EXPECT_DOUBLE_EQ(EpsOnlyRouting(model).completion_s, 3);
+  EXPECT_DOUBLE_EQ(CircuitOnlyRouting(model, adj).completion_s, 1.5);
+  RegionRouting best = OptimiseRouting(model, adj);
+  EXPECT_DOUBLE_EQ(best.completion_s, 1);
+  EXPECT_DOUBLE_EQ(best.at(0, 1).circuit, 20);
+  EXPECT_DOUBLE_EQ(best.at(0, 1).eps, 10);
+}
+
+TEST(RoutingPropertyTest, NeverWorseThanBaselinesAndConservesBytes) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + static_cast<int>(rng() % 10);
+    TrafficMatrix m(n);
+    std::uniform_real_distribution<double> bytes(0, 100);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j)
+        m.at(i, j) = (rng() % 4 == 0) ? 0 : bytes(rng) * (1 + (i == 0) * 5);
+    }
+    std::vector<double> eps(n);
+    for (double& e : eps) e = (rng() % 8 == 0) ? 0 : 1 + static_cast<double>(rng() % 10);
+    std::vector<UndirectedCircuit> circuits;
+    const int k = static_cast<int>(rng() % (2 * n + 1));
+    for (int c = 0; c < k; ++c) {
+      const int a = static_cast<int>(rng() % n), b = static_cast<int>(rng() % n);
+      if (a != b) circuits.push_back({a, b, 5.0 + static_cast<double>(rng() % 20)});
+    }
+    const Adjacency adj = MakeAdjacency(n, circuits);
+    const FluidModel model(m, eps);
+    const RegionRouting direct = OptimiseRouting(model, adj, RoutingOptions{.relay = false});
+    const RegionRouting relay = OptimiseRouting(model, adj);
+    const double eps_only = EpsOnlyRouting(model).completion_s;
+    const double circuit_only = CircuitOnlyRouting(model, adj).completion_s;
+    SCOPED_TRACE(testing::Message() << "trial " << trial << " n " << n);
+    const double exact = model.Estimate(adj).completion_s;
+    if (std::isinf(exact)) {
+      EXPECT_TRUE(std::isinf(direct.completion_s));
+    } else {
+      EXPECT_NEAR(direct.completion_s, exact, 1e-9 * exact);
+    }
+    EXPECT_LE(direct.completion_s, eps_only * (1 + 1e-9));
+    EXPECT_LE(direct.completion_s, circuit_only * (1 + 1e-9));
+    EXPECT_LE(relay.completion_s, direct.completion_s);
+    EXPECT_DOUBLE_EQ(relay.completion_s, EvaluateRouting(model, adj, relay));
+    std::vector<double> ocs(n, 0);
+    for (const UndirectedCircuit& c : circuits) {
+      ocs[c.a] += c.Bps;
+      ocs[c.b] += c.Bps;
+    }
+    EXPECT_GE(relay.completion_s, model.LowerBound(ocs) * (1 - 1e-9));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        if (i == j) continue;
+        const PairSplit& p = relay.at(i, j);
+        EXPECT_NEAR(p.total(), m.at(i, j), 1e-9 * (1 + m.at(i, j)));
+        EXPECT_GE(p.eps, -1e-9);
+        EXPECT_GE(p.circuit, -1e-9);
+        for (const auto& [via, b] : p.relay) {
+          EXPECT_GT(b, 0);
+          bool first = false, second = false;
+          for (const CircuitLink& l : adj[i]) first |= l.peer == via;
+          for (const CircuitLink& l : adj[via]) second |= l.peer == j;
+          EXPECT_TRUE(first && second) << i << "->" << via << "->" << j;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mixnet::planner

@@ -1,0 +1,258 @@
+// Tests for router v2: v1 tables carry equal weights; v2 weights sum to 1 per
+// peer, split a pair's bytes between its circuit and EPS as the fluid model
+// says, relay through a host with circuits to both ends, keep v1 paths for
+// silent peers and peers outside the region; a seeded property test that the
+// split rebuilt from every host's table never finishes later than EPS-only or
+// circuit-only routing; bad traffic matrices. Single-threaded.
+#include "runtime/router/route_table_v2.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/planner/fluid_model.h"
+#include "runtime/planner/routing.h"
+
+namespace mixnet::router {
+namespace {
+
+using cluster::CircuitSpec;
+using cluster::ClusterSpec;
+using ::testing::HasSubstr;
+
+// Region r of h0..h3 (one EPS NIC, two OCS NICs each, 8 Gb/s = 1e9 B/s),
+// and h4 outside any region.
+constexpr char kSpec[] = R"(name: v2
+ocs_switches:
+  - {name: sw, ports: 16}
+hosts:
+  - name: h0
+    nics:
+      - {name: eps0, role: eps, address: 10.10.0.1, gbps: 8}
+      - {name: ocs0, role: ocs, address: 10.20.0.1, gbps: 8, switch: sw, port: 1}
+      - {name: ocs1, role: ocs, address: 10.20.0.2, gbps: 8, switch: sw, port: 2}
+  - name: h1
+    nics:
+      - {name: eps0, role: eps, address: 10.10.0.2, gbps: 8}
+      - {name: ocs0, role: ocs, address: 10.20.1.1, gbps: 8, switch: sw, port: 3}
+      - {name: ocs1, role: ocs, address: 10.20.1.2, gbps: 8, switch: sw, port: 4}
+  - name: h2
+    nics:
+      - {name: eps0, role: eps, address: 10.10.0.3, gbps: 8}
+      - {name: ocs0, role: ocs, address: 10.20.2.1, gbps: 8, switch: sw, port: 5}
+      - {name: ocs1, role: ocs, address: 10.20.2.2, gbps: 8, switch: sw, port: 6}
+  - name: h3
+    nics:
+      - {name: eps0, role: eps, address: 10.10.0.4, gbps: 8}
+      - {name: ocs0, role: ocs, address: 10.20.3.1, gbps: 8, switch: sw, port: 7}
+      - {name: ocs1, role: ocs, address: 10.20.3.2, gbps: 8, switch: sw, port: 8}
+  - name: h4
+    nics:
+      - {name: eps0, role: eps, address: 10.10.0.5, gbps: 8}
+regions:
+  - {name: r, hosts: [h0, h1, h2, h3]}
+)";
+
+ClusterSpec Spec() {
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(kSpec, "v2.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+RouteTable MustV2(const ClusterSpec& spec, const Topology& topo, const std::string& host,
+                  const TrafficMatrix& m, bool relay = true) {
+  absl::StatusOr<RouteTable> t = BuildRouteTableV2(spec, topo, host, m, RouterV2Options{relay});
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : RouteTable{};
+}
+
+double WeightOf(const std::vector<Path>& paths, PathKind kind) {
+  double w = 0;
+  for (const Path& p : paths) w += p.kind == kind ? p.weight : 0;
+  return w;
+}
+
+void ExpectWeightsSumToOne(const RouteTable& t) {
+  for (const auto& [peer, paths] : t.all()) {
+    ASSERT_FALSE(paths.empty()) << peer;
+    double sum = 0;
+    for (const Path& p : paths) {
+      EXPECT_GT(p.weight, 0) << peer;
+      sum += p.weight;
+    }
+    EXPECT_NEAR(sum, 1, 1e-12) << peer;
+  }
+}
+
+TEST(RouteTableV2Test, V1HasEqualWeights) {
+  ClusterSpec spec = Spec();
+  absl::StatusOr<RouteTable> t =
+      BuildRouteTable(spec, Topology{1, {{"sw", 1, 3}, {"sw", 2, 4}}}, "h0");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->version(), 1);
+  ASSERT_EQ(t->PathsTo("h1").size(), 2u);
+  for (const Path& p : t->PathsTo("h1")) EXPECT_DOUBLE_EQ(p.weight, 0.5);
+  ExpectWeightsSumToOne(*t);
+  EXPECT_EQ(PathKindName(PathKind::kRelay), "relay");
+}
+
+TEST(RouteTableV2Test, SplitsHotPairBetweenCircuitAndEps) {
+  ClusterSpec spec = Spec();
+  TrafficMatrix m(5);
+  m.at(0, 1) = 3e9;  // one 1e9 B/s circuit and 1e9 B/s EPS: 1.5 s, half each
+  const Topology topo{7, {{"sw", 1, 3}}};
+  RouteTable t = MustV2(spec, topo, "h0", m);
+  EXPECT_EQ(t.version(), 2);
+  EXPECT_EQ(t.epoch(), 7u);
+  EXPECT_NEAR(t.predicted_completion_s(), 1.5, 1e-9);
+  const std::vector<Path>& p = t.PathsTo("h1");
+  EXPECT_NEAR(WeightOf(p, PathKind::kOcs), 0.5, 1e-9);
+  EXPECT_NEAR(WeightOf(p, PathKind::kEps), 0.5, 1e-9);
+  ExpectWeightsSumToOne(t);
+  // Silent peers and the host outside the region keep v1's paths.
+  absl::StatusOr<RouteTable> v1 = BuildRouteTable(spec, topo, "h0");
+  ASSERT_TRUE(v1.ok());
+  for (const std::string peer : {"h0", "h2", "h3", "h4"}) {
+    ASSERT_EQ(t.PathsTo(peer).size(), v1->PathsTo(peer).size()) << peer;
+    for (size_t i = 0; i < t.PathsTo(peer).size(); ++i) {
+      EXPECT_EQ(t.PathsTo(peer)[i].local_nic, v1->PathsTo(peer)[i].local_nic);
+      EXPECT_EQ(t.PathsTo(peer)[i].kind, v1->PathsTo(peer)[i].kind);
+    }
+  }
+  // Without traffic on a circuit pair, v1 keeps the circuit; v2 with no bytes too.
+  RouteTable silent = MustV2(spec, topo, "h1", TrafficMatrix(5));
+  EXPECT_EQ(silent.PathsTo("h0")[0].kind, PathKind::kOcs);
+}
+
+TEST(RouteTableV2Test, RelaysThroughAHostWithCircuitsToBothEnds) {
+  ClusterSpec spec = Spec();
+  TrafficMatrix m(5);
+  m.at(0, 2) = 2e9;  // h0 -> h2 has no circuit; h1 joins both
+  const Topology topo{1, {{"sw", 1, 3}, {"sw", 4, 5}}};
+  RouteTable t = MustV2(spec, topo, "h0", m);
+  const std::vector<Path>& p = t.PathsTo("h2");
+  // EPS alone: 2 s. EPS plus the relay: 1 s, half each.
+  EXPECT_NEAR(t.predicted_completion_s(), 1, 1e-3);
+  EXPECT_NEAR(WeightOf(p, PathKind::kRelay), 0.5, 1e-3);
+  EXPECT_NEAR(WeightOf(p, PathKind::kEps), 0.5, 1e-3);
+  for (const Path& path : p) {
+    if (path.kind != PathKind::kRelay) continue;
+    EXPECT_EQ(path.relay_host, "h1");
+    EXPECT_EQ(path.local_nic, "ocs0");
+    EXPECT_EQ(path.remote_nic, "ocs0");
+    EXPECT_EQ(path.relay_nic, "ocs1");
+    EXPECT_EQ(path.peer_nic, "ocs0");
+    EXPECT_EQ(path.peer_address, "10.20.2.1");
+  }
+  // Relays off: EPS only.
+  RouteTable direct = MustV2(spec, topo, "h0", m, /*relay=*/false);
+  EXPECT_NEAR(direct.predicted_completion_s(), 2, 1e-9);
+  EXPECT_DOUBLE_EQ(WeightOf(direct.PathsTo("h2"), PathKind::kEps), 1);
+}
+
+// Rebuilds the region-wide split from every host's table and scores it.
+double ScoreTables(const ClusterSpec& spec, const Topology& topo, const TrafficMatrix& m,
+                   int region_hosts, const std::vector<RouteTable>& tables) {
+  const int n = region_hosts;
+  TrafficMatrix sub(n);
+  std::vector<double> eps(n, 1e9);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) sub.at(i, j) = m.at(i, j);
+  }
+  std::vector<planner::UndirectedCircuit> circuits;
+  for (const CircuitSpec& c : topo.circuits) {
+    circuits.push_back({(c.port_a - 1) / 2, (c.port_b - 1) / 2, 1e9});
+  }
+  const planner::FluidModel model(sub, eps);
+  const planner::Adjacency adj = planner::MakeAdjacency(n, circuits);
+  planner::RegionRouting r;
+  r.hosts = n;
+  r.pairs.resize(n * n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      for (const Path& p : tables[i].PathsTo(spec.hosts[j].name)) {
+        const double bytes = p.weight * sub.at(i, j);
+        if (p.kind == PathKind::kOcs) r.at(i, j).circuit += bytes;
+        if (p.kind == PathKind::kEps) r.at(i, j).eps += bytes;
+        if (p.kind == PathKind::kRelay) {
+          const int k = p.relay_host[1] - '0';
+          r.at(i, j).relay.emplace_back(k, bytes);
+        }
+      }
+    }
+  }
+  return planner::EvaluateRouting(model, adj, r);
+}
+
+TEST(RouteTableV2Test, NeverSlowerThanEpsOnlyOrCircuitOnly) {
+  ClusterSpec spec = Spec();
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    // Random valid circuits over ports 1..8 (hosts 0..3, two ports each).
+    std::vector<int> ports = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::shuffle(ports.begin(), ports.end(), rng);
+    Topology topo{static_cast<uint64_t>(trial), {}};
+    for (size_t i = 0; i + 1 < ports.size(); i += 2) {
+      if ((ports[i] - 1) / 2 == (ports[i + 1] - 1) / 2 || rng() % 4 == 0) continue;
+      topo.circuits.push_back({"sw", ports[i], ports[i + 1]});
+    }
+    TrafficMatrix m(5);
+    std::uniform_real_distribution<double> u(0, 3e9);
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) m.at(i, j) = (i == j || rng() % 3 == 0) ? 0 : u(rng);
+    }
+    m.at(0, 4) = 1e9;  // outside the region: ignored by the split
+    std::vector<RouteTable> tables, v1;
+    for (int h = 0; h < 4; ++h) {
+      tables.push_back(MustV2(spec, topo, spec.hosts[h].name, m));
+      absl::StatusOr<RouteTable> t = BuildRouteTable(spec, topo, spec.hosts[h].name);
+      ASSERT_TRUE(t.ok()) << t.status();
+      v1.push_back(*t);
+      ExpectWeightsSumToOne(tables.back());
+      EXPECT_EQ(tables.back().PathsTo("h4").size(), 1u);
+    }
+    TrafficMatrix sub(4);
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) sub.at(i, j) = m.at(i, j);
+    }
+    const planner::FluidModel model(sub, std::vector<double>(4, 1e9));
+    const double eps_only = planner::EpsOnlyRouting(model).completion_s;
+    const double v2 = ScoreTables(spec, topo, m, 4, tables);
+    const double circuit_only = ScoreTables(spec, topo, m, 4, v1);  // v1 = circuits if any
+    SCOPED_TRACE(testing::Message() << "trial " << trial);
+    EXPECT_LE(v2, eps_only * (1 + 1e-6));
+    EXPECT_LE(v2, circuit_only * (1 + 1e-6));
+    EXPECT_NEAR(v2, tables[0].predicted_completion_s(), 1e-6 * v2);
+  }
+}
+
+TEST(RouteTableV2Test, BadTraffic) {
+  ClusterSpec spec = Spec();
+  const Topology topo{1, {}};
+  absl::StatusOr<RouteTable> t = BuildRouteTableV2(spec, topo, "h0", TrafficMatrix(4));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(t.status().message()),
+              HasSubstr("traffic matrix is 4x4 but the spec has 5 hosts"));
+  TrafficMatrix m(5);
+  m.at(2, 3) = std::numeric_limits<double>::quiet_NaN();
+  t = BuildRouteTableV2(spec, topo, "h0", m);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(t.status().message()),
+              HasSubstr("traffic from host h2 to host h3 is nan"));
+  m.at(2, 3) = -1;
+  t = BuildRouteTableV2(spec, topo, "h0", m);
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("is -1 bytes"));
+  // v1's checks still apply.
+  t = BuildRouteTableV2(spec, Topology{1, {{"sw", 1, 2}}}, "h0", TrafficMatrix(5));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  t = BuildRouteTableV2(spec, topo, "nobody", TrafficMatrix(5));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mixnet::router
