@@ -1,0 +1,60 @@
+// NIC discovery and lazy transport devices (see nic.h). Runs on NCCL's init
+// thread (discovery) and proxy service threads (device creation).
+#include "plugins/nccl_net/nic.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status.h"
+#include "runtime/transport/tcp/socket_util.h"
+
+namespace mixnet::nccl {
+namespace {
+
+// Link speed from sysfs in Mbit/s; 0 when unknown (lo, veth in some kernels).
+int SysfsSpeed(const std::string& ifname) {
+  std::ifstream in("/sys/class/net/" + ifname + "/speed");
+  int v = 0;
+  if (in >> v && v > 0) return v;
+  return 0;
+}
+
+}  // namespace
+
+Nic::Nic(int index, std::string ifname, std::string ip, std::string name, int speed_mbps,
+         std::string transport)
+    : index_(index),
+      ifname_(std::move(ifname)),
+      ip_(std::move(ip)),
+      name_(std::move(name)),
+      speed_mbps_(speed_mbps),
+      transport_(std::move(transport)) {}
+
+absl::StatusOr<transport::Device*> Nic::device() {
+  absl::MutexLock lock(&mu_);
+  if (device_ == nullptr) {
+    transport::DeviceOptions o = transport::DeviceOptionsFromSettings();
+    o.ifname = ifname_;
+    o.bind_address = ip_;
+    absl::StatusOr<std::unique_ptr<transport::Device>> d = transport::CreateDevice(transport_, o);
+    if (!d.ok()) return Annotate(d.status(), absl::StrCat("NCCL device ", name_));
+    device_ = std::move(*d);
+  }
+  return device_.get();
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Nic>>> DiscoverNics(const PluginConfig& config) {
+  ASSIGN_OR_RETURN(auto found, transport::tcp::MatchInterfaces(config.ifname_filter));
+  std::vector<std::unique_ptr<Nic>> nics;
+  for (size_t i = 0; i < found.size(); ++i) {
+    const auto& [ifname, ip] = found[i];
+    std::string name = found.size() == 1 ? "mixnet" : absl::StrCat("mixnet_", ifname);
+    int speed = config.speed_mbps > 0 ? config.speed_mbps : SysfsSpeed(ifname);
+    if (speed <= 0) speed = 100000;
+    nics.push_back(std::make_unique<Nic>(static_cast<int>(i), ifname, ip, std::move(name), speed,
+                                         config.transport));
+  }
+  return nics;
+}
+
+}  // namespace mixnet::nccl

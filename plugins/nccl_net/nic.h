@@ -1,0 +1,43 @@
+// The plugin's NCCL devices: one per interface chosen by MIXNET_SOCKET_IFNAME
+// (default: lo), each backed by one transport Device (made on first use and
+// shared by every comm and communicator of the process). Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "plugins/nccl_net/plugin_config.h"
+#include "runtime/transport/transport.h"
+
+namespace mixnet::nccl {
+
+class Nic {
+ public:
+  Nic(int index, std::string ifname, std::string ip, std::string name, int speed_mbps,
+      std::string transport);
+  int index() const { return index_; }
+  const std::string& ifname() const { return ifname_; }
+  const std::string& ip() const { return ip_; }
+  // NCCL device name; stable for the life of the process.
+  const std::string& name() const { return name_; }
+  int speed_mbps() const { return speed_mbps_; }
+  // The transport device, created on first call.
+  absl::StatusOr<transport::Device*> device();
+
+ private:
+  const int index_;
+  const std::string ifname_, ip_, name_;
+  const int speed_mbps_;
+  const std::string transport_;
+  absl::Mutex mu_;
+  std::unique_ptr<transport::Device> device_ ABSL_GUARDED_BY(mu_);
+};
+
+// One Nic per interface matching the config's filter, in interface order.
+// Names are "mixnet" when there is one NIC, "mixnet_<ifname>" otherwise.
+absl::StatusOr<std::vector<std::unique_ptr<Nic>>> DiscoverNics(const PluginConfig& config);
+
+}  // namespace mixnet::nccl

@@ -1,0 +1,470 @@
+// The NCCL net plugin core (see plugin.h): NIC discovery, contexts,
+// connection set-up through Background handshakes, and requests mapped onto
+// transport Isend/Irecv. Threads: NCCL's init, proxy service and proxy
+// progress threads, as listed in plugin.h.
+#include "plugins/nccl_net/plugin.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugins/nccl_net/handshake.h"
+#include "plugins/nccl_net/result.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::nccl {
+namespace {
+
+// Setup steps after the control dial (both ends are then active) get this long
+// at most, so an abandoned handshake thread ends soon.
+absl::Duration HandshakeTimeout(const PluginConfig& c) { return c.connect_timeout; }
+
+std::string Ptr(const void* p) {
+  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
+}
+
+absl::Status NotLive(const char* call, const void* p, const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat(call, ": ", p == nullptr ? "NULL" : Ptr(p),
+                                                 " is not an open ", what,
+                                                 " (NULL, closed or never created)"));
+}
+
+absl::Status NullOut(const char* call, const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat(call, ": output pointer ", what, " is NULL"));
+}
+
+uint64_t RandomId() {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = nullptr;
+  absl::MutexLock lock(&mu);
+  if (rng == nullptr) {
+    std::random_device rd;
+    rng = new std::mt19937_64((uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid()));
+  }
+  uint64_t v = 0;
+  while (v == 0) v = (*rng)();
+  return v;
+}
+
+}  // namespace
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kContext:
+      return "context";
+    case Kind::kListen:
+      return "listen comm";
+    case Kind::kSend:
+      return "send comm";
+    case Kind::kRecv:
+      return "recv comm";
+    case Kind::kRequest:
+      return "request";
+    case Kind::kMemory:
+      return "memory handle";
+  }
+  return "object";
+}
+
+void Registry::Add(const void* p, Kind kind) {
+  absl::MutexLock lock(&mu_);
+  objects_[p] = kind;
+}
+
+bool Registry::Remove(const void* p, Kind kind) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(p);
+  if (it == objects_.end() || it->second != kind) return false;
+  objects_.erase(it);
+  return true;
+}
+
+bool Registry::Contains(const void* p, Kind kind) const {
+  if (p == nullptr) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(p);
+  return it != objects_.end() && it->second == kind;
+}
+
+Plugin& Plugin::Get() {
+  static Plugin* plugin = new Plugin();  // never destroyed: see plugin.h
+  return *plugin;
+}
+
+absl::Status Plugin::Init(nccl_abi::Logger logger) {
+  SetNcclLogger(logger);
+  absl::MutexLock lock(&init_mu_);
+  if (initialized_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(config_, LoadPluginConfig());
+  ASSIGN_OR_RETURN(nics_, DiscoverNics(config_));
+  routes_ = MakeStaticRoutePolicy(static_cast<int>(nics_.size()));
+  next_id_.store(RandomId());
+  std::vector<std::string> names;
+  for (const auto& n : nics_)
+    names.push_back(absl::StrCat(n->name(), "=", n->ifname(), "(", n->ip(), ")"));
+  LogInfo(absl::StrCat("transport ", config_.transport, ", ", nics_.size(), " device(s): ",
+                       absl::StrJoin(names, ", "), "; static routes (no controller)"));
+  initialized_ = true;
+  ready_.store(true);
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::CheckDev(int dev) const {
+  if (!ready_.load()) {
+    return absl::InvalidArgumentError("plugin not initialised: NCCL must call init first");
+  }
+  if (dev < 0 || dev >= static_cast<int>(nics_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", dev, " out of range (plugin has ", nics_.size(), " devices)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::CheckContext(void* ctx, bool need_ctx, const char* call) const {
+  if (need_ctx && !registry_.Contains(ctx, Kind::kContext)) return NotLive(call, ctx, "context");
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::CheckMemHandle(void* mhandle, const char* call) const {
+  if (mhandle != nullptr && !registry_.Contains(mhandle, Kind::kMemory)) {
+    return NotLive(call, mhandle, "memory handle");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Devices(int* ndev) {
+  if (ndev == nullptr) return NullOut("devices", "ndev");
+  if (!ready_.load()) return absl::InvalidArgumentError("devices: plugin not initialised");
+  *ndev = static_cast<int>(nics_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceInfo> Plugin::Properties(int dev) {
+  RETURN_IF_ERROR(CheckDev(dev));
+  const Nic& nic = *nics_[dev];
+  DeviceInfo info;
+  info.name = nic.name().c_str();
+  info.guid = static_cast<uint64_t>(dev);
+  info.speed_mbps = nic.speed_mbps();
+  info.max_comms = 65536;
+  info.max_recvs = config_.max_recvs;
+  info.max_p2p_bytes = size_t{1} << 30;  // NCCL's step cap; test() reports sizes as int
+  return info;
+}
+
+absl::Status Plugin::NewContext(void** ctx, uint64_t comm_id, const nccl_abi::CommConfig* config) {
+  if (ctx == nullptr) return NullOut("init", "ctx");
+  auto* c = new Context();
+  c->comm_id = comm_id;
+  c->traffic_class = config != nullptr ? config->traffic_class : nccl_abi::kTrafficClassUndef;
+  registry_.Add(c, Kind::kContext);
+  *ctx = c;
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::FreeContext(void* ctx) {
+  if (ctx == nullptr) return absl::OkStatus();
+  if (!registry_.Remove(ctx, Kind::kContext)) return NotLive("finalize", ctx, "context");
+  delete static_cast<Context*>(ctx);
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::SetNetAttr(void* ctx, const nccl_abi::NetAttr* attr) {
+  RETURN_IF_ERROR(CheckContext(ctx, true, "setNetAttr"));
+  if (attr == nullptr) return absl::InvalidArgumentError("setNetAttr: attributes are NULL");
+  return absl::OkStatus();  // hints only; the transports do not use them yet
+}
+
+absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, void** listen_comm) {
+  RETURN_IF_ERROR(CheckContext(ctx, need_ctx, "listen"));
+  RETURN_IF_ERROR(CheckDev(dev));
+  if (handle == nullptr) return NullOut("listen", "handle");
+  if (listen_comm == nullptr) return NullOut("listen", "listenComm");
+  *listen_comm = nullptr;
+  Nic* nic = nics_[dev].get();
+  RETURN_IF_ERROR(nic->device().status());
+  ASSIGN_OR_RETURN(ControlListener control, OpenControlListener(nic->ip()));
+  auto* l = new ListenComm();
+  l->nic = nic;
+  l->listen_id = next_id_.fetch_add(1);
+  l->control = control;
+  HandleInfo info;
+  info.nic = static_cast<uint16_t>(dev);
+  info.ip = control.ip;
+  info.port = control.port;
+  info.listen_id = l->listen_id;
+  info.host = config_.host;
+  WriteHandle(handle, info);
+  registry_.Add(l, Kind::kListen);
+  *listen_comm = l;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ConnectionTask>> Plugin::StartDial(const PathChoice& path) {
+  Nic* nic = nics_[path.local_nic].get();
+  ASSIGN_OR_RETURN(transport::Device * device, nic->device());
+  const uint64_t connection_id = RandomId();
+  const absl::Duration timeout = HandshakeTimeout(config_);
+  return ConnectionTask::Start([device, ip = nic->ip(), ifname = nic->ifname(), peer = path.remote,
+                                connection_id, timeout](const std::atomic<bool>& cancelled) {
+    return DialPeer(device, ip, ifname, peer, connection_id, timeout, cancelled);
+  });
+}
+
+absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm) {
+  RETURN_IF_ERROR(CheckContext(ctx, need_ctx, "connect"));
+  RETURN_IF_ERROR(CheckDev(dev));
+  if (send_comm == nullptr) return NullOut("connect", "sendComm");
+  *send_comm = nullptr;
+  ASSIGN_OR_RETURN(HandleInfo peer, ReadHandle(handle));
+  std::shared_ptr<ConnectionTask> task;
+  if (peer.connect_token != 0) {
+    absl::MutexLock lock(&dial_mu_);
+    auto it = dials_.find(peer.connect_token);
+    if (it != dials_.end()) task = it->second;
+  }
+  if (task == nullptr) {
+    ASSIGN_OR_RETURN(PathChoice path, routes_->Choose(dev, peer));
+    ASSIGN_OR_RETURN(task, StartDial(path));
+    const uint64_t token = next_id_.fetch_add(1);
+    {
+      absl::MutexLock lock(&dial_mu_);
+      dials_[token] = task;
+    }
+    SetConnectToken(handle, token);
+    return absl::OkStatus();  // *send_comm stays NULL: call again
+  }
+  std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> result = task->Poll();
+  if (!result.has_value()) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&dial_mu_);
+    dials_.erase(peer.connect_token);
+  }
+  SetConnectToken(handle, 0);
+  if (!result->ok()) return result->status();
+  auto* comm = new Comm();
+  comm->is_send = true;
+  comm->nic = nics_[dev].get();
+  comm->path.connection = std::move(**result);
+  comm->path.epoch = routes_->epoch();
+  comm->max_requests = config_.max_requests;
+  registry_.Add(comm, Kind::kSend);
+  *send_comm = comm;
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
+  if (!registry_.Contains(listen_comm, Kind::kListen)) {
+    return NotLive("accept", listen_comm, "listen comm");
+  }
+  if (recv_comm == nullptr) return NullOut("accept", "recvComm");
+  *recv_comm = nullptr;
+  auto* l = static_cast<ListenComm*>(listen_comm);
+  ASSIGN_OR_RETURN(transport::Device * device, l->nic->device());
+  // Take every new control dial and answer it on its own thread.
+  while (true) {
+    int fd = accept4(l->control.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return ErrnoStatus(absl::StrCat("accept on ", l->control.ip, ":", l->control.port),
+                         "accept4");
+    }
+    const uint64_t id = l->listen_id;
+    const absl::Duration timeout = HandshakeTimeout(config_);
+    absl::StatusOr<std::shared_ptr<ConnectionTask>> task =
+        ConnectionTask::Start([device, fd, id, timeout](const std::atomic<bool>& c) {
+          return AnswerPeer(device, fd, id, timeout, c);
+        });
+    if (!task.ok()) {
+      close(fd);  // the job that would own it never started
+      return task.status();
+    }
+    l->pending.push_back(std::move(*task));
+  }
+  for (auto it = l->pending.begin(); it != l->pending.end();) {
+    std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> result = (*it)->Poll();
+    if (!result.has_value()) {
+      ++it;
+      continue;
+    }
+    it = l->pending.erase(it);
+    if (!result->ok()) {
+      if (absl::IsNotFound(result->status())) {
+        LogInfo(std::string(result->status().message()));
+        continue;
+      }
+      return result->status();
+    }
+    auto* comm = new Comm();
+    comm->is_send = false;
+    comm->nic = l->nic;
+    comm->path.connection = std::move(**result);
+    comm->path.epoch = routes_->epoch();
+    comm->max_requests = config_.max_requests;
+    registry_.Add(comm, Kind::kRecv);
+    *recv_comm = comm;
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (!registry_.Contains(comm, Kind::kSend) && !registry_.Contains(comm, Kind::kRecv)) {
+    return NotLive("regMr", comm, "send or recv comm");
+  }
+  if (mhandle == nullptr) return NullOut("regMr", "mhandle");
+  *mhandle = nullptr;
+  if (type == nccl_abi::kPtrCuda) {
+    return absl::UnimplementedError(
+        "regMr: CUDA memory needs the verbs transport with GPUDirect RDMA, which this plugin "
+        "does not offer yet (ptrSupport is host memory only)");
+  }
+  if (type != nccl_abi::kPtrHost) {
+    return absl::InvalidArgumentError(absl::StrCat("regMr: unknown memory type ", type));
+  }
+  if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMr: NULL buffer");
+  auto* m = new MemHandle{comm, data, size, type};
+  registry_.Add(m, Kind::kMemory);
+  *mhandle = m;
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::DeregMr(void* comm, void* mhandle) {
+  if (!registry_.Remove(mhandle, Kind::kMemory))
+    return NotLive("deregMr", mhandle, "memory handle");
+  delete static_cast<MemHandle*>(mhandle);
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                           void** request) {
+  if (!registry_.Contains(send_comm, Kind::kSend)) return NotLive("isend", send_comm, "send comm");
+  if (request == nullptr) return NullOut("isend", "request");
+  *request = nullptr;
+  RETURN_IF_ERROR(CheckMemHandle(mhandle, "isend"));
+  if (data == nullptr && size != 0) return absl::InvalidArgumentError("isend: NULL buffer");
+  if (size > (size_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("isend: ", size, " bytes exceeds maxP2pBytes"));
+  }
+  auto* comm = static_cast<Comm*>(send_comm);
+  absl::MutexLock lock(&comm->mu);
+  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Request> part,
+                   comm->path.connection->Isend(data, size, static_cast<uint32_t>(tag)));
+  auto* r = new Request();
+  r->comm = comm;
+  r->n = 1;
+  r->parts[0] = std::move(part);
+  comm->live.insert(r);
+  registry_.Add(r, Kind::kRequest);
+  *request = r;
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* sizes,
+                           const int* tags, void** mhandles, void** request) {
+  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("irecv", recv_comm, "recv comm");
+  if (request == nullptr) return NullOut("irecv", "request");
+  *request = nullptr;  // it may hold NCCL's optional-completion marker
+  if (n < 1 || n > config_.max_recvs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("irecv: n = ", n, " outside 1..maxRecvs (", config_.max_recvs, ")"));
+  }
+  if (data == nullptr || sizes == nullptr || tags == nullptr) {
+    return absl::InvalidArgumentError("irecv: NULL data, sizes or tags array");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (mhandles != nullptr) RETURN_IF_ERROR(CheckMemHandle(mhandles[i], "irecv"));
+    if (data[i] == nullptr && sizes[i] != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("irecv: buffer ", i, " is NULL"));
+    }
+  }
+  auto* comm = static_cast<Comm*>(recv_comm);
+  absl::MutexLock lock(&comm->mu);
+  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
+  auto r = std::make_unique<Request>();
+  r->comm = comm;
+  r->n = n;
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(r->parts[i], comm->path.connection->Irecv(data[i], sizes[i],
+                                                               static_cast<uint32_t>(tags[i])));
+  }
+  comm->live.insert(r.get());
+  registry_.Add(r.get(), Kind::kRequest);
+  *request = r.release();
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Iflush(void* recv_comm, int n, void** request) {
+  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("iflush", recv_comm, "recv comm");
+  if (request == nullptr) return NullOut("iflush", "request");
+  *request = nullptr;  // host memory: nothing to flush
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Test(void* request, int* done, int* sizes) {
+  if (!registry_.Contains(request, Kind::kRequest)) return NotLive("test", request, "request");
+  if (done == nullptr) return NullOut("test", "done");
+  auto* r = static_cast<Request*>(request);
+  *done = 0;
+  for (int i = 0; i < r->n; ++i) {
+    if (!r->parts[i]->Done()) return absl::OkStatus();
+  }
+  absl::Status status;
+  for (int i = 0; i < r->n; ++i) {
+    absl::Status s = r->parts[i]->status();
+    if (!s.ok() && status.ok()) {
+      // The transport's "message larger than the receive" is a size mismatch.
+      status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
+      status = Annotate(status, r->comm->path.connection->peer_name());
+    }
+    if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes());
+  }
+  {
+    absl::MutexLock lock(&r->comm->mu);
+    r->comm->live.erase(r);
+  }
+  registry_.Remove(r, Kind::kRequest);
+  delete r;
+  *done = 1;
+  return status;
+}
+
+absl::Status Plugin::CloseComm(void* p, Kind kind) {
+  if (!registry_.Remove(p, kind)) {
+    return NotLive(kind == Kind::kSend ? "closeSend" : "closeRecv", p, KindName(kind));
+  }
+  auto* comm = static_cast<Comm*>(p);
+  {
+    // Requests still in flight die with the comm; NCCL never tests them again.
+    absl::MutexLock lock(&comm->mu);
+    for (Request* r : comm->live) {
+      registry_.Remove(r, Kind::kRequest);
+      delete r;
+    }
+    comm->live.clear();
+  }
+  comm->path.connection.reset();
+  delete comm;
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::CloseSend(void* send_comm) { return CloseComm(send_comm, Kind::kSend); }
+absl::Status Plugin::CloseRecv(void* recv_comm) { return CloseComm(recv_comm, Kind::kRecv); }
+
+absl::Status Plugin::CloseListen(void* listen_comm) {
+  if (!registry_.Remove(listen_comm, Kind::kListen)) {
+    return NotLive("closeListen", listen_comm, "listen comm");
+  }
+  auto* l = static_cast<ListenComm*>(listen_comm);
+  for (auto& task : l->pending) task->Cancel();  // their threads finish and clean up
+  close(l->control.fd);
+  delete l;
+  return absl::OkStatus();
+}
+
+}  // namespace mixnet::nccl

@@ -1,0 +1,98 @@
+// The version-independent core of the NCCL net plugin: every NCCL call in
+// absl::Status form over the runtime's transports. exports.cc adapts it to the
+// v8..v11 function tables and converts its statuses in one place (result.h).
+//
+// One Plugin per process, created on first use and never destroyed (the
+// library is linked with -z nodelete, so NCCL's dlclose cannot unmap code that
+// transport threads still run). Threads: see the ABI fact sheet §6.1: init and
+// devices on the creating thread, listen/connect/accept/regMr/close on proxy
+// service threads, isend/irecv/test on proxy progress threads. Shared state is
+// guarded; a comm is used by one thread at a time, as NCCL does.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "plugins/nccl_net/comm.h"
+#include "plugins/nccl_net/nccl_net_abi.h"
+#include "plugins/nccl_net/nic.h"
+#include "plugins/nccl_net/plugin_config.h"
+#include "plugins/nccl_net/route_policy.h"
+
+namespace mixnet::nccl {
+
+// What getProperties reports, before the per-version struct layout.
+struct DeviceInfo {
+  const char* name = nullptr;
+  uint64_t guid = 0;
+  int speed_mbps = 0;
+  int max_comms = 0;
+  int max_recvs = 1;
+  size_t max_p2p_bytes = 0;
+};
+
+class Plugin {
+ public:
+  static Plugin& Get();
+
+  absl::Status Init(nccl_abi::Logger logger);
+  absl::Status Devices(int* ndev);
+  absl::StatusOr<DeviceInfo> Properties(int dev);
+
+  // v11 per-communicator contexts. FreeContext(NULL) is fine (failed init).
+  absl::Status NewContext(void** ctx, uint64_t comm_id, const nccl_abi::CommConfig* config);
+  absl::Status FreeContext(void* ctx);
+  absl::Status SetNetAttr(void* ctx, const nccl_abi::NetAttr* attr);
+
+  // `ctx` is checked when `need_ctx` (v11); older versions pass none.
+  absl::Status Listen(void* ctx, bool need_ctx, int dev, void* handle, void** listen_comm);
+  // Leaves *send_comm / *recv_comm NULL until the connection is up.
+  absl::Status Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm);
+  absl::Status Accept(void* listen_comm, void** recv_comm);
+
+  absl::Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
+  absl::Status DeregMr(void* comm, void* mhandle);
+
+  // Leave *request NULL when the comm already holds its maximum of requests.
+  absl::Status Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                     void** request);
+  absl::Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
+                     void** mhandles, void** request);
+  absl::Status Iflush(void* recv_comm, int n, void** request);
+  absl::Status Test(void* request, int* done, int* sizes);
+
+  absl::Status CloseSend(void* send_comm);
+  absl::Status CloseRecv(void* recv_comm);
+  absl::Status CloseListen(void* listen_comm);
+
+ private:
+  Plugin() = default;
+  absl::Status CheckDev(int dev) const;
+  absl::Status CheckContext(void* ctx, bool need_ctx, const char* call) const;
+  absl::Status CheckMemHandle(void* mhandle, const char* call) const;
+  absl::Status CloseComm(void* comm, Kind kind);
+  // Starts DialPeer for a connect on a Background thread.
+  absl::StatusOr<std::shared_ptr<ConnectionTask>> StartDial(const PathChoice& path);
+
+  absl::Mutex init_mu_;
+  bool initialized_ ABSL_GUARDED_BY(init_mu_) = false;
+  // Written once under init_mu_, read-only afterwards (readers check ready_).
+  std::atomic<bool> ready_{false};
+  PluginConfig config_;
+  std::vector<std::unique_ptr<Nic>> nics_;
+  std::unique_ptr<RoutePolicy> routes_;
+
+  Registry registry_;
+  std::atomic<uint64_t> next_id_{0};
+
+  // Connects in progress, by the token kept in the connector's handle buffer.
+  absl::Mutex dial_mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<ConnectionTask>> dials_ ABSL_GUARDED_BY(dial_mu_);
+};
+
+}  // namespace mixnet::nccl

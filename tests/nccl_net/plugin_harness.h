@@ -1,0 +1,106 @@
+// Test harness for the NCCL net plugin: loads the built library with dlopen
+// (RTLD_NOW | RTLD_LOCAL, as NCCL does), runs ranks as forked processes that
+// exchange connection handles through a shared-memory board, and drives the
+// v11 API the way NCCL's proxy does (one thread polling connect and accept,
+// isend/irecv/test). Child code reports failures as absl::Status.
+// Threads: each rank is a single-threaded process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "plugins/nccl_net/nccl_net_abi.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::nccl_test {
+
+namespace abi = nccl_abi;
+
+inline constexpr int kMaxRanks = 8;
+
+// Fails the enclosing Status-returning function with a message.
+#define NT_REQUIRE(cond, ...)                                                     \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      return absl::InternalError(                                                 \
+          absl::StrCat(__FILE__, ":", __LINE__, ": ", #cond, ": ", __VA_ARGS__)); \
+    }                                                                             \
+  } while (0)
+// Requires an ncclResult_t of kSuccess.
+#define NT_NCCL_OK(expr)                                                                       \
+  do {                                                                                         \
+    int nt_r_ = (expr);                                                                        \
+    if (nt_r_ != 0) {                                                                          \
+      return absl::InternalError(                                                              \
+          absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr, " returned ncclResult ", nt_r_)); \
+    }                                                                                          \
+  } while (0)
+
+// Absolute path of the built plugin (compile definition).
+std::string PluginPath();
+
+// dlopens a library and looks up a table symbol.
+struct Loaded {
+  void* dl = nullptr;
+  const abi::NetV8* v8 = nullptr;
+  const abi::NetV9* v9 = nullptr;
+  const abi::NetV10* v10 = nullptr;
+  const abi::NetV11* v11 = nullptr;
+};
+absl::StatusOr<Loaded> LoadPlugin(const std::string& path);
+
+// Shared-memory board for handle exchange between forked ranks.
+struct Board {
+  std::atomic<int> ready[kMaxRanks][kMaxRanks][4];
+  char handles[kMaxRanks][kMaxRanks][4][abi::kHandleMaxSize];
+  std::atomic<int> barrier_count;
+  std::atomic<int> barrier_generation;
+  char errors[kMaxRanks][1024];
+  int world;
+};
+// Publishes the handle that `owner` listens on for traffic from `peer` (slot k).
+void Publish(Board* b, int owner, int peer, int k, const void* handle);
+// Waits for it; DeadlineExceeded after `timeout`.
+absl::Status Fetch(Board* b, int owner, int peer, int k, void* handle,
+                   absl::Duration timeout = absl::Seconds(20));
+absl::Status Barrier(Board* b, absl::Duration timeout = absl::Seconds(30));
+
+// Forks `world` ranks running fn(rank, board); each child's Status (or a crash,
+// or a timeout, after which every child is killed) becomes the returned error.
+absl::Status RunRanks(int world, const std::function<absl::Status(int rank, Board* board)>& fn,
+                      absl::Duration timeout = absl::Seconds(45));
+
+// A v11 session in one rank: the loaded plugin plus one communicator context.
+struct Net {
+  Loaded lib;
+  const abi::NetV11* api = nullptr;
+  void* ctx = nullptr;
+};
+absl::StatusOr<Net> OpenNet();
+
+// Polls connect(send to handle) and accept(listen) from one thread until both
+// are up, as NCCL does. Either may be NULL to drive only one side.
+absl::Status ConnectAccept(const Net& net, void* handle, void** send_comm, void* listen,
+                           void** recv_comm, absl::Duration timeout = absl::Seconds(20));
+
+// Tests `request` until done; returns the ncclResult of the completing test
+// and the sizes it reported.
+absl::StatusOr<int> WaitRequest(const Net& net, void* request, int* sizes,
+                                absl::Duration timeout = absl::Seconds(20));
+
+// Deterministic contents of message (src, dst, seq); Check verifies them.
+void Fill(uint8_t* p, size_t n, uint64_t seed);
+bool Check(const uint8_t* p, size_t n, uint64_t seed);
+inline uint64_t Seed(int src, int dst, int seq) {
+  return (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 20) ^
+         static_cast<uint64_t>(seq) ^ 0x5bd1e995u;
+}
+
+}  // namespace mixnet::nccl_test
