@@ -19,21 +19,21 @@
 #include <thread>
 #include <vector>
 
-#define CUDA_OK(x)                                                                     \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, #x, cudaGetErrorString(e_));    \
-      std::exit(2);                                                                    \
-    }                                                                                  \
+#define CUDA_OK(x)                                                                   \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                  \
+    }                                                                                \
   } while (0)
-#define NCCL_OK(x)                                                                     \
-  do {                                                                                 \
-    ncclResult_t r_ = (x);                                                             \
-    if (r_ != ncclSuccess) {                                                           \
-      std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, #x, ncclGetErrorString(r_));    \
-      std::exit(3);                                                                    \
-    }                                                                                  \
+#define NCCL_OK(x)                                                                   \
+  do {                                                                               \
+    ncclResult_t r_ = (x);                                                           \
+    if (r_ != ncclSuccess) {                                                         \
+      std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, #x, ncclGetErrorString(r_)); \
+      std::exit(3);                                                                  \
+    }                                                                                \
   } while (0)
 
 static int g_rank = -1;
@@ -59,8 +59,8 @@ __global__ void CheckKernel(const uint32_t* buf, int me, int world, size_t count
   }
 }
 
-static void AllToAll(const uint32_t* send, uint32_t* recv, size_t count, int world,
-                     ncclComm_t comm, cudaStream_t s) {
+static void AllToAll(const uint32_t* send, uint32_t* recv, size_t count, int world, ncclComm_t comm,
+                     cudaStream_t s) {
   NCCL_OK(ncclGroupStart());
   for (int p = 0; p < world; ++p) {
     NCCL_OK(ncclSend(send + p * count, count, ncclUint32, p, comm, s));
