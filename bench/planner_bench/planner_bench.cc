@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/planner_bench/direct_bound.h"
 #include "bench/planner_bench/workloads.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/status.h"
@@ -33,10 +34,12 @@ struct Options {
   double switch_ms = 25;
   bool relay_scoring = false;
   int local_search_rounds = planner::PlannerOptions{}.local_search_rounds;
+  double local_search_budget_us = planner::PlannerOptions{}.local_search_budget_us;
   double overlap_ms = 0;
   double uses = 1;
   bool from_empty = false;
-  std::string only;  // run cases whose name contains this
+  bool direct_bound = false;  // also compute the per-host direct-routing bound (slow)
+  std::string only;           // run cases whose name contains this
 };
 
 struct CaseSpec {
@@ -55,6 +58,8 @@ struct Row {
   double relay_ms = 0;
   double initial_ms = 0;
   double bound_ms = 0;
+  double direct_bound_ms = 0;  // --direct-bound: no direct-routing plan beats it
+  bool direct_bound_exact = true;
   int reconfigured = 0;
   long ports_changed = 0;
 };
@@ -95,6 +100,7 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
     popt.algorithm = algo;
     popt.relay = o.relay_scoring;
     popt.local_search_rounds = o.local_search_rounds;
+    popt.local_search_budget_us = o.local_search_budget_us;
     // Timing: the whole decision, from the live circuits in spec form to the
     // topology to apply, repeated; the median counts.
     std::vector<double> times;
@@ -123,6 +129,13 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
       for (int k = 0; k < 4; ++k) {
         *acc[k] = c.cluster ? std::max(*acc[k], vals[k] * 1e3) : *acc[k] + vals[k] * 1e3 / n;
       }
+      if (o.direct_bound) {
+        const DirectBound db = DirectLowerBound(region, model);
+        const double v = db.bound_s * 1e3;
+        row.direct_bound_ms =
+            c.cluster ? std::max(row.direct_bound_ms, v) : row.direct_bound_ms + v / n;
+        row.direct_bound_exact &= db.exact;
+      }
       row.reconfigured += d->regions[r].decision.reconfigure ? 1 : 0;
       row.ports_changed += plan.ports_changed;
     }
@@ -150,6 +163,10 @@ void Print(const std::vector<Row>& rows, const Options& o) {
       j["relay_ms"] = r.relay_ms;
       j["initial_ms"] = r.initial_ms;
       j["bound_ms"] = r.bound_ms;
+      if (o.direct_bound) {
+        j["direct_bound_ms"] = r.direct_bound_ms;
+        j["direct_bound_exact"] = r.direct_bound_exact;
+      }
       j["reconfigured_regions"] = r.reconfigured;
       j["ports_changed"] = r.ports_changed;
       j["aggregate"] = r.c.cluster ? "max over regions" : "mean over regions";
@@ -158,23 +175,28 @@ void Print(const std::vector<Row>& rows, const Options& o) {
     }
     return;
   }
-  std::printf("%-22s %6s %5s %-8s %11s %9s %9s %9s %9s %8s %6s\n", "case", "gpus", "hosts", "algo",
-              "plan_us", "compl_ms", "relay_ms", "init_ms", "bound_ms", "vs_grdy", "reconf");
+  std::printf("%-22s %6s %5s %-8s %11s %9s %9s %9s %9s %8s %6s%s\n", "case", "gpus", "hosts",
+              "algo", "plan_us", "compl_ms", "relay_ms", "init_ms", "bound_ms", "vs_grdy", "reconf",
+              o.direct_bound ? "  dbound_ms" : "");
   double greedy_ms = 0;
   for (const Row& r : rows) {
     if (r.algo == Algorithm::kGreedy) greedy_ms = r.completion_ms;
     const double vs = greedy_ms > 0 ? (r.completion_ms / greedy_ms - 1) * 100 : 0;
-    std::printf("%-22s %6d %5d %-8s %11.1f %9.3f %9.3f %9.3f %9.3f %+7.1f%% %3d/%-3d\n",
+    std::printf("%-22s %6d %5d %-8s %11.1f %9.3f %9.3f %9.3f %9.3f %+7.1f%% %3d/%-3d",
                 r.c.name.c_str(), Hosts(r.c) * o.fabric.gpus_per_host, Hosts(r.c),
                 std::string(planner::AlgorithmName(r.algo)).c_str(), r.plan_us, r.completion_ms,
                 r.relay_ms, r.initial_ms, r.bound_ms, vs, r.reconfigured, r.c.regions);
+    if (o.direct_bound) std::printf(" %9.3f%s", r.direct_bound_ms, r.direct_bound_exact ? "" : "*");
+    std::printf("\n");
   }
   std::printf(
       "\nplan_us: median thread CPU time of the decision (single-region cases: per region; "
       "clusters: whole cluster)\n"
       "compl_ms: fluid model, direct routing (single regions: mean of %d regions; clusters: max)\n"
       "relay_ms: router v2 split with relays; init_ms: the initial random %d-regular topology;\n"
-      "bound_ms: every host's bytes over all its NICs; vs_grdy: compl_ms against greedy's\n",
+      "bound_ms: every host's bytes over all its NICs; vs_grdy: compl_ms against greedy's\n"
+      "dbound_ms (--direct-bound): per-host best under direct routing, ignoring that peers'\n"
+      "  ports are shared: no direct-routing plan beats it (*: per-side bound, not enumerated)\n",
       o.samples, o.fabric.alpha);
 }
 
@@ -219,6 +241,9 @@ int main(int argc, char** argv) {
   app.add_option("--ls-rounds", o.local_search_rounds,
                  "Local-search rounds of the improved planner")
       ->capture_default_str();
+  app.add_option("--ls-budget-us", o.local_search_budget_us,
+                 "Local-search time budget per region, us (0: rounds only)")
+      ->capture_default_str();
   app.add_option("--overlap-ms", o.overlap_ms, "Switching time hidden behind compute (Decide)")
       ->capture_default_str();
   app.add_option("--uses", o.uses, "All-to-alls served per topology (Decide)")
@@ -226,6 +251,8 @@ int main(int argc, char** argv) {
   app.add_flag("--from-empty", o.from_empty,
                "Start from no circuits instead of the paper's random alpha-regular topology");
   app.add_option("--only", o.only, "Run the cases whose name contains this");
+  app.add_flag("--direct-bound", o.direct_bound,
+               "Also report the per-host direct-routing lower bound (slow)");
   CLI11_PARSE(app, argc, argv);
   if (o.fabric.alpha < 1 || o.fabric.alpha > o.fabric.nics || o.samples < 1) {
     std::cerr << "mixnet_planner_bench: need 1 <= alpha <= nics and samples >= 1\n";

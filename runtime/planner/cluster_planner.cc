@@ -142,6 +142,11 @@ absl::StatusOr<ClusterDecision> ClusterPlanner::Plan(
   }
   ClusterDecision out;
   out.regions.reserve(regions_.size());
+  size_t ports = 0;
+  for (const Region& r : regions_) {
+    for (const std::vector<OcsPort>& p : r.input().ports) ports += p.size();
+  }
+  out.circuits.reserve(ports / 2);
   for (size_t r = 0; r < regions_.size(); ++r) {
     ASSIGN_OR_RETURN(RegionPlan plan, PlanRegion(regions_[r], demands[r], current[r], planner));
     const Decision d = Decide(plan, decide);

@@ -16,8 +16,10 @@ namespace mixnet::planner::internal {
 //    with no free port drop out. Stop when no pair with traffic and free ports
 //    remains. Ties go to the lowest (i, j).
 void PaperGreedy(const FluidModel& model, PlanGraph& g) {
-  // A max-heap of pairs by weight, lowest (i, j) first on ties: the same
-  // choices as scanning all pairs each step, in O((pairs + circuits) log pairs).
+  // The pairs in one sorted run (heaviest first, lowest (i, j) on ties) plus
+  // a small max-heap of the demoted pairs put back; the next pair is the
+  // larger head of the two. The same choices as scanning all pairs each step
+  // (the order is total), in O(pairs log pairs + circuits log circuits).
   struct Entry {
     double w;
     int i;
@@ -29,28 +31,35 @@ void PaperGreedy(const FluidModel& model, PlanGraph& g) {
     return x.j > y.j;
   };
   const int n = g.hosts();
-  std::vector<Entry> heap;
-  heap.reserve(static_cast<size_t>(n) * (n - 1) / 2);
+  std::vector<Entry> run;
+  run.reserve(static_cast<size_t>(n) * (n - 1) / 2);
   for (int i = 0; i < n; ++i) {
     for (int j = i + 1; j < n; ++j) {
       const double w = model.demand(i, j) + model.demand(j, i);
-      if (w > 0) heap.push_back({w, i, j});
+      if (w > 0) run.push_back({w, i, j});
     }
   }
-  std::make_heap(heap.begin(), heap.end(), lower);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), lower);
-    Entry e = heap.back();
-    heap.pop_back();
+  std::sort(run.begin(), run.end(), [&](const Entry& x, const Entry& y) { return lower(y, x); });
+  std::vector<Entry> demoted;
+  size_t next = 0;
+  while (next < run.size() || !demoted.empty()) {
+    Entry e;
+    if (!demoted.empty() && (next == run.size() || lower(run[next], demoted.front()))) {
+      std::pop_heap(demoted.begin(), demoted.end(), lower);
+      e = demoted.back();
+      demoted.pop_back();
+    } else {
+      e = run[next++];
+    }
     // Free ports only ever shrink: a pair that cannot take a circuit now
-    // never will, so it leaves the heap for good.
+    // never will, so it leaves for good.
     const int s = g.CommonSwitch(e.i, e.j);
     if (s < 0) continue;
     g.Add(e.i, e.j, s);
     e.w /= 100.0 * g.count(e.i, e.j);
     if (e.w > 0) {
-      heap.push_back(e);
-      std::push_heap(heap.begin(), heap.end(), lower);
+      demoted.push_back(e);
+      std::push_heap(demoted.begin(), demoted.end(), lower);
     }
   }
 }

@@ -3,6 +3,7 @@
 // (moves and swaps around the slowest host). Single-threaded: one call per
 // region and planning step.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -21,6 +22,64 @@ bool Saturated(const FluidModel& model, const PlanGraph& g, int b, int j, double
   return cap > 0 && model.demand(b, j) <= cap && model.demand(j, b) <= cap;
 }
 
+// An upper bound on how much one more circuit to a peer j can cut host b's
+// time. Each side's time T_x solves F_x(T) = 0 with F_x(T) = bytes - what
+// circuits carry by T - T E, convex and decreasing, so for T' < T_x
+// F_x(T') >= (T_x - T') s_x with s_x = E + the rate of the circuits still busy
+// at T_x. The new circuit carries at most min(c T_x, d_j) by then, so the side
+// drops by at most that over s_x; the host's time is the max of its sides.
+class GainBounds {
+ public:
+  GainBounds(const FluidModel& model, const PlanGraph& g, int b) : b_(b) {
+    const std::vector<CircuitLink>& links = g.links(b);
+    const int k = static_cast<int>(links.size());
+    constexpr int kStack = 32;
+    double dout[kStack], din[kStack], c[kStack];
+    if (k > kStack) {  // not worth bounding: every candidate is evaluated
+      side_[0] = side_[1] = Side{kInfinity, 0};
+      return;
+    }
+    for (int i = 0; i < k; ++i) {
+      dout[i] = model.demand(b, links[i].peer);
+      din[i] = model.demand(links[i].peer, b);
+      c[i] = links[i].Bps;
+    }
+    const double eps = model.eps_Bps(b);
+    const double totals[2] = {model.egress_bytes(b), model.ingress_bytes(b)};
+    const double* d[2] = {dout, din};
+    for (int x = 0; x < 2; ++x) {
+      Side& side = side_[x];
+      side.time = SideTime(totals[x], eps, d[x], c, k);
+      side.slope = eps;
+      for (int i = 0; i < k; ++i) {
+        if (c[i] > 0 && d[x][i] >= side.time * c[i]) side.slope += c[i];
+      }
+    }
+  }
+
+  // Bound on t_b - (b's time with one more circuit to j); t_b is b's time.
+  double Upper(const FluidModel& model, const PlanGraph& g, int j, double t_b) const {
+    const double cj = g.circuit_Bps(b_, j);
+    const double dj[2] = {model.demand(b_, j), model.demand(j, b_)};
+    double floor = 0;  // no side ends before this
+    for (int x = 0; x < 2; ++x) {
+      const Side& side = side_[x];
+      if (side.time <= 0) continue;
+      if (!std::isfinite(side.time) || side.slope <= 0) return kInfinity;
+      floor = std::max(floor, side.time - std::min(cj * side.time, dj[x]) / side.slope);
+    }
+    return t_b - floor;
+  }
+
+ private:
+  struct Side {
+    double time = 0;
+    double slope = 0;
+  };
+  int b_;
+  Side side_[2];
+};
+
 // Phase 1. The slowest host that still has a free port takes the circuit that
 // cuts its own time most; ties go to re-using a current circuit, then to the
 // partner whose time drops most. A host no circuit can speed up is skipped
@@ -29,6 +88,8 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
                 std::vector<double>& t) {
   const int n = g.hosts();
   std::vector<char> blocked(n, 0);
+  std::vector<double> ub(n);
+  std::vector<int> sw(n);
   while (true) {
     int b = -1;
     for (int h = 0; h < n; ++h) {
@@ -37,16 +98,35 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
     }
     if (b < 0 || t[b] <= 0) break;
     const double tol = kRel * t[b];
+    // Bound every candidate's gain in O(1) (GainBounds), evaluate the most
+    // promising one exactly, and skip the candidates whose bound cannot come
+    // near it: the same choice as evaluating all of them, with fewer solves.
+    const GainBounds bounds(model, g, b);
+    int seed = -1;
+    for (int j = 0; j < n; ++j) {
+      ub[j] = -1;
+      sw[j] = -1;
+      if (j == b || model.demand(b, j) + model.demand(j, b) <= 0) continue;
+      const int s = g.CommonSwitch(b, j);
+      if (s < 0 || Saturated(model, g, b, j, t[b])) continue;
+      sw[j] = s;
+      ub[j] = bounds.Upper(model, g, j, t[b]);
+      if (seed < 0 || ub[j] > ub[seed]) seed = j;
+    }
+    double seed_nb = 0, threshold = 0;
+    if (seed >= 0) {
+      seed_nb = TimeWith(model, g, b, seed, -1);
+      threshold = t[b] - seed_nb - 4 * tol;
+    }
     int best = -1, best_s = -1;
     double best_gain = 0, best_nb = 0;
     double best_gj = -1;  // the partner's own gain, computed only to break ties
     bool best_keep = false;
     auto partner_gain = [&](int j) { return t[j] - TimeWith(model, g, j, b, -1); };
     for (int j = 0; j < n; ++j) {
-      if (j == b || model.demand(b, j) + model.demand(j, b) <= 0) continue;
-      const int s = g.CommonSwitch(b, j);
-      if (s < 0 || Saturated(model, g, b, j, t[b])) continue;
-      const double nb = TimeWith(model, g, b, j, -1);
+      if (sw[j] < 0 || ub[j] < threshold) continue;
+      const int s = sw[j];
+      const double nb = j == seed ? seed_nb : TimeWith(model, g, b, j, -1);
       const double gain = t[b] - nb;
       if (gain <= tol) continue;
       const bool keep = current[b * n + j] > g.count(b, j);
@@ -113,47 +193,72 @@ void Fill(const FluidModel& model, const std::vector<int>& current, PlanGraph& g
   }
 }
 
-struct Score {
-  double max = 0;
-  double sumsq = 0;
-};
-
 // Phase 3. Around the slowest host b: move one of its circuits (b, u) to a
 // host v with a free port, or swap (b, u), (v, w) for (b, v), (u, w); take
 // the first change that lowers (max time, sum of squared times)
-// lexicographically; stop when none does or after `rounds` changes.
-void LocalSearch(const FluidModel& model, double lower_bound, int rounds, PlanGraph& g,
-                 std::vector<double>& t) {
+// lexicographically; stop when none does, after `rounds` changes or when the
+// budget runs out. A change only alters the times of the (at most four) hosts
+// it touches, so a candidate is scored in O(1): the max of the untouched hosts
+// comes from the few slowest hosts, the sum of squares by difference; and a
+// candidate is dropped as soon as one touched host would exceed the current
+// max (it cannot be better). No allocation inside the loops.
+void LocalSearch(const FluidModel& model, double lower_bound, int rounds, double budget_s,
+                 PlanGraph& g, std::vector<double>& t) {
   const int n = g.hosts();
   const int switches = g.switches();
-  auto score_with = [&](const int* hosts, const double* times, int k) {
-    Score s;
-    for (int h = 0; h < n; ++h) {
-      double v = t[h];
-      for (int x = 0; x < k; ++x) {
-        if (hosts[x] == h) v = times[x];
-      }
-      s.max = std::max(s.max, v);
-      s.sumsq += v * v;
-    }
-    return s;
-  };
+  constexpr int kTop = 5;  // > the hosts one change touches
+  int top[kTop];
+  int top_n = 0;
+  std::vector<CircuitLink> b_links, v_links;
+  std::vector<double> u_gains(n);  // u's time when (b, u) becomes (u, w), per w
+  b_links.reserve(16);
+  v_links.reserve(16);
+  const auto start =
+      budget_s > 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (int round = 0; round < rounds; ++round) {
-    int b = 0;
-    Score cur;
-    for (int h = 0; h < n; ++h) {
-      if (t[h] > t[b]) b = h;
-      cur.sumsq += t[h] * t[h];
+    if (budget_s > 0 && round > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            budget_s) {
+      return;
     }
-    cur.max = t[b];
-    if (cur.max <= 0 || cur.max <= lower_bound * (1 + kRel)) return;
-    auto better = [&](const Score& s) {
-      return s.max < cur.max * (1 - kRel) || (s.max <= cur.max && s.sumsq < cur.sumsq * (1 - kRel));
+    // The kTop slowest hosts, slowest first (ties: lowest index).
+    top_n = 0;
+    double cur_sumsq = 0;
+    for (int h = 0; h < n; ++h) {
+      cur_sumsq += t[h] * t[h];
+      int pos = top_n;
+      while (pos > 0 && t[top[pos - 1]] < t[h]) --pos;
+      if (pos >= kTop) continue;
+      for (int x = std::min(top_n, kTop - 1); x > pos; --x) top[x] = top[x - 1];
+      top[pos] = h;
+      top_n = std::min(top_n + 1, kTop);
+    }
+    const int b = top[0];
+    const double cur_max = t[b];
+    if (cur_max <= 0 || cur_max <= lower_bound * (1 + kRel)) return;
+    auto better = [&](const int* hosts, const double* times, int k) {
+      double mx = 0;
+      for (int x = 0; x < top_n; ++x) {
+        bool touched = false;
+        for (int y = 0; y < k; ++y) touched |= hosts[y] == top[x];
+        if (!touched) {
+          mx = t[top[x]];
+          break;
+        }
+      }
+      double sq = cur_sumsq;
+      for (int y = 0; y < k; ++y) {
+        mx = std::max(mx, times[y]);
+        sq += times[y] * times[y] - t[hosts[y]] * t[hosts[y]];
+      }
+      return mx < cur_max * (1 - kRel) || (mx <= cur_max && sq < cur_sumsq * (1 - kRel));
     };
     bool changed = false;
-    const std::vector<CircuitLink> b_links = g.links(b);
+    b_links.assign(g.links(b).begin(), g.links(b).end());
     for (size_t li = 0; li < b_links.size() && !changed; ++li) {
       const int u = b_links[li].peer;
+      double u_loses = -1;  // u's time without one circuit to b (computed once)
+      std::fill(u_gains.begin(), u_gains.end(), -1.0);
       for (int s = 0; s < switches && !changed; ++s) {
         if (g.count_on(b, u, s) == 0) continue;
         for (int v = 0; v < n && !changed; ++v) {
@@ -162,25 +267,35 @@ void LocalSearch(const FluidModel& model, double lower_bound, int rounds, PlanGr
           const double nb = TimeWith(model, g, b, v, u);
           if (nb >= t[b] * (1 - kRel)) continue;
           if (g.free(v, s) > 0) {
-            const int hosts[3] = {b, u, v};
-            const double times[3] = {nb, TimeWith(model, g, u, -1, b),
-                                     TimeWith(model, g, v, b, -1)};
-            if (better(score_with(hosts, times, 3))) {
-              g.Remove(b, u, s);
-              g.Add(b, v, s);
-              for (int x = 0; x < 3; ++x) t[hosts[x]] = times[x];
-              changed = true;
-              break;
+            if (u_loses < 0) u_loses = TimeWith(model, g, u, -1, b);
+            if (u_loses <= cur_max) {
+              const double tv = TimeWith(model, g, v, b, -1);
+              const int hosts[3] = {b, u, v};
+              const double times[3] = {nb, u_loses, tv};
+              if (tv <= cur_max && better(hosts, times, 3)) {
+                g.Remove(b, u, s);
+                g.Add(b, v, s);
+                for (int x = 0; x < 3; ++x) t[hosts[x]] = times[x];
+                changed = true;
+                break;
+              }
             }
           }
-          const std::vector<CircuitLink> v_links = g.links(v);
+          v_links.assign(g.links(v).begin(), g.links(v).end());
           for (const CircuitLink& vl : v_links) {
             const int w = vl.peer;
             if (w == b || w == u || g.count_on(v, w, s) == 0) continue;
+            // u's side of the swap depends on (u, w) only: solved once per w.
+            if (u_gains[w] < 0) u_gains[w] = TimeWith(model, g, u, w, b);
+            const double tu = u_gains[w];
+            if (tu > cur_max) continue;
+            const double tv = TimeWith(model, g, v, b, w);
+            if (tv > cur_max) continue;
+            const double tw = TimeWith(model, g, w, u, v);
+            if (tw > cur_max) continue;
             const int hosts[4] = {b, u, v, w};
-            const double times[4] = {nb, TimeWith(model, g, u, w, b), TimeWith(model, g, v, b, w),
-                                     TimeWith(model, g, w, u, v)};
-            if (!better(score_with(hosts, times, 4))) continue;
+            const double times[4] = {nb, tu, tv, tw};
+            if (!better(hosts, times, 4)) continue;
             g.Remove(b, u, s);
             g.Remove(v, w, s);
             g.Add(b, v, s);
@@ -206,7 +321,8 @@ void ImprovedPlan(const FluidModel& model, const Region& region, const std::vect
   WorstFirst(model, current, g, t);
   Fill(model, current, g);
   for (int h = 0; h < n; ++h) t[h] = model.HostTime(h, g.links(h));
-  LocalSearch(model, model.LowerBound(region.ocs_Bps()), options.local_search_rounds, g, t);
+  LocalSearch(model, model.LowerBound(region.ocs_Bps()), options.local_search_rounds,
+              options.local_search_budget_us * 1e-6, g, t);
 }
 
 }  // namespace mixnet::planner::internal

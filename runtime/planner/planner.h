@@ -110,6 +110,11 @@ struct PlannerOptions {
   Algorithm algorithm = Algorithm::kImproved;
   // Local-search rounds of the improved planner (each: one move or swap).
   int local_search_rounds = 64;
+  // Elapsed-time budget of the local search per region, microseconds (0: no
+  // budget, rounds only).
+  // Stops after the round in progress when spent; the plan found so far is
+  // kept (never worse than the start). Makes the result depend on timing.
+  double local_search_budget_us = 0;
   // Score plans with relay routing (routing.h) instead of direct routing.
   // Slower (a binary search per score); the planner's inner loops always use
   // the exact direct model.

@@ -143,6 +143,34 @@ TEST(PlannerTest, MatchesExhaustiveOptimumOnTinyRegions) {
   EXPECT_GE(optimal, total * 9 / 10) << optimal << " of " << total << " optimal";
 }
 
+TEST(PlannerTest, LocalSearchBudgetAndRoundsOnlyCutTheSearch) {
+  // A budget too small for a second round, or no rounds at all, still gives
+  // well-formed plans no worse than greedy's; without a budget the search
+  // does at least as well as with one.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    Region r = MustRegion(MakeRegionInput(16, 4, kGbps, kEps), 4);
+    const TrafficMatrix m = testing_util::RandomDemand(16, rng, 1e9);
+    const std::vector<PlannedCircuit> current = testing_util::RandomCircuits(r, rng);
+    PlannerOptions o;
+    o.algorithm = Algorithm::kGreedy;
+    absl::StatusOr<RegionPlan> greedy = PlanRegion(r, m, current, o);
+    o.algorithm = Algorithm::kImproved;
+    absl::StatusOr<RegionPlan> full = PlanRegion(r, m, current, o);
+    o.local_search_budget_us = 1e-3;
+    absl::StatusOr<RegionPlan> budget = PlanRegion(r, m, current, o);
+    o.local_search_budget_us = 0;
+    o.local_search_rounds = 0;
+    absl::StatusOr<RegionPlan> none = PlanRegion(r, m, current, o);
+    ASSERT_TRUE(greedy.ok() && full.ok() && budget.ok() && none.ok());
+    for (const RegionPlan* p : {&*full, &*budget, &*none}) {
+      ExpectWellFormed(r, p->circuits);
+      EXPECT_LE(p->completion_s, greedy->completion_s * (1 + 1e-9)) << "trial " << trial;
+    }
+    EXPECT_LE(full->completion_s, none->completion_s * (1 + 1e-9)) << "trial " << trial;
+  }
+}
+
 TEST(PlannerTest, KeepsCurrentCircuitsAndTheirPortsOnTies) {
   // Uniform traffic on 4 hosts with 1 port: any perfect matching is optimal;
   // the current one must be kept, port for port.
