@@ -3,25 +3,19 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/common/settings.h"
 
 namespace mixnet::nccl {
 namespace {
 
-// One integer row of the plugin's own settings, bounded to [lo, hi].
-absl::Status ReadInt(const char* name, int lo, int hi, int* out) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return absl::OkStatus();
-  int parsed = 0;
-  if (!absl::SimpleAtoi(v, &parsed) || parsed < lo || parsed > hi) {
+// A plugin setting from the table, bounded to [lo, hi].
+absl::Status Bounded(const char* name, int64_t value, int lo, int hi, int* out) {
+  if (value < lo || value > hi) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name, "='", v, "': expected an integer in [", lo, ", ", hi, "]"));
+        absl::StrCat(name, "=", value, ": expected an integer in [", lo, ", ", hi, "]"));
   }
-  *out = parsed;
+  *out = static_cast<int>(value);
   return absl::OkStatus();
 }
 
@@ -38,9 +32,14 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
     char buf[256] = {};
     if (gethostname(buf, sizeof(buf) - 1) == 0) c.host = buf;
   }
-  absl::Status st = ReadInt("MIXNET_NCCL_MAX_RECVS", 1, kMaxRecvsLimit, &c.max_recvs);
-  if (st.ok()) st = ReadInt("MIXNET_NCCL_SPEED_MBPS", 0, 100'000'000, &c.speed_mbps);
-  if (st.ok()) st = ReadInt("MIXNET_NCCL_MAX_REQUESTS", 32, 1 << 16, &c.max_requests);
+  absl::Status st =
+      Bounded("MIXNET_NCCL_MAX_RECVS", s.nccl_max_recvs, 1, kMaxRecvsLimit, &c.max_recvs);
+  if (st.ok()) {
+    st = Bounded("MIXNET_NCCL_SPEED_MBPS", s.nccl_speed_mbps, 0, 100'000'000, &c.speed_mbps);
+  }
+  if (st.ok()) {
+    st = Bounded("MIXNET_NCCL_MAX_REQUESTS", s.nccl_max_requests, 32, 1 << 16, &c.max_requests);
+  }
   if (!st.ok()) return st;
   return c;
 }

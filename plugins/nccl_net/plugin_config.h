@@ -1,7 +1,7 @@
 // Settings of the NCCL net plugin: the MIXNET_* settings it shares with the
-// runtime (transport, interfaces, timeouts) plus the plugin's own rows, which
-// are read here with getenv (the one place) until they join the settings table
-// in runtime/common/settings.h. Read once per init; any thread.
+// runtime (transport, interfaces, timeouts) plus the plugin's own rows
+// (MIXNET_NCCL_*), all from the settings table in runtime/common/settings.h,
+// bounds-checked here. Read once per init; any thread.
 #pragma once
 
 #include <string>
@@ -16,7 +16,7 @@ struct PluginConfig {
   std::string ifname_filter;                           // MIXNET_SOCKET_IFNAME (empty: lo)
   absl::Duration connect_timeout = absl::Seconds(60);  // MIXNET_CONNECT_TIMEOUT_MS
   std::string host;                                    // MIXNET_HOST (else gethostname)
-  // Plugin rows (read with getenv here):
+  // The plugin's own rows:
   int max_recvs = 8;       // MIXNET_NCCL_MAX_RECVS: largest n of a grouped irecv (1..8)
   int speed_mbps = 0;      // MIXNET_NCCL_SPEED_MBPS: reported NIC speed (0: sysfs, else 100000)
   int max_requests = 256;  // MIXNET_NCCL_MAX_REQUESTS: outstanding requests per comm (>= 32)

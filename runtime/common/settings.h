@@ -37,7 +37,13 @@ namespace mixnet {
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \
   X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")      \
-  X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")
+  X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")       \
+  X(int64_t, nccl_max_recvs, "MIXNET_NCCL_MAX_RECVS", 8,                                        \
+    "NCCL plugin: largest n of a grouped irecv reported to NCCL (1..8)")                        \
+  X(int64_t, nccl_speed_mbps, "MIXNET_NCCL_SPEED_MBPS", 0,                                      \
+    "NCCL plugin: NIC speed reported to NCCL in Mbit/s; 0 reads sysfs (100000 if unknown)")     \
+  X(int64_t, nccl_max_requests, "MIXNET_NCCL_MAX_REQUESTS", 256,                                \
+    "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")
 
 struct Settings {
 #define MIXNET_SETTINGS_FIELD_(type, field, env, def, doc) type field = def;
