@@ -1,0 +1,183 @@
+// mixnet-ocsd's gRPC server (see daemon.h). Main thread.
+#include "ocs_driver/service/daemon.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::ocs {
+namespace {
+
+constexpr char kServiceName[] = "mixnet.ocs.v1.OcsDriver";
+
+// Splits "host:port" / "[v6]:port" into host (brackets removed) and port.
+absl::Status SplitHostPort(const std::string& listen, std::string& host, int& port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen ", listen, ": expected HOST:PORT or unix:/path"));
+  }
+  host = listen.substr(0, colon);
+  if (!absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen ", listen, ": bad port"));
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return ErrnoStatus(absl::StrCat(what, " ", path), "open");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+  const std::string tmp = absl::StrCat(path, ".tmp", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(tmp, "open");
+  const bool ok =
+      write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) return ErrnoStatus(tmp, "write", err);
+  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus(path, "rename");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckListenAddress(const std::string& listen, bool tls, bool insecure_listen_any) {
+  if (absl::StartsWith(listen, "unix:")) {
+    if (listen.size() == 5) return absl::InvalidArgumentError("--listen unix: needs a path");
+    return absl::OkStatus();
+  }
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(SplitHostPort(listen, host, port));
+  const bool loopback = host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (loopback || tls || insecure_listen_any) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("refusing to listen on ", listen,
+                   " without TLS: use a loopback address or unix:/path, give --tls-cert/--tls-key/"
+                   "--tls-client-ca, or --insecure-listen-any"));
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend> backend,
+                                                      StateStore store,
+                                                      const DaemonOptions& options) {
+  const int tls_files =
+      !options.tls_cert.empty() + !options.tls_key.empty() + !options.tls_client_ca.empty();
+  if (tls_files != 0 && tls_files != 3) {
+    return absl::InvalidArgumentError(
+        "mTLS needs all of --tls-cert, --tls-key and --tls-client-ca");
+  }
+  const bool tls = tls_files == 3;
+  if (!tls && !options.allow_clients.empty()) {
+    return absl::InvalidArgumentError("--allow-client needs TLS (--tls-cert ...)");
+  }
+  RETURN_IF_ERROR(CheckListenAddress(options.listen, tls, options.insecure_listen_any));
+  if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
+  }
+
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (tls) {
+    grpc::SslServerCredentialsOptions ssl(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(options.tls_client_ca, "--tls-client-ca"));
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    ASSIGN_OR_RETURN(pair.private_key, ReadFile(options.tls_key, "--tls-key"));
+    ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(options.tls_cert, "--tls-cert"));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    creds = grpc::SslServerCredentials(ssl);
+  }
+
+  ServiceOptions service_options;
+  service_options.tls = tls;
+  service_options.allow_clients = options.allow_clients;
+  auto daemon = std::unique_ptr<Daemon>(new Daemon());
+  daemon->ready_file_ = options.ready_file;
+  ASSIGN_OR_RETURN(daemon->service_,
+                   OcsService::Create(std::move(backend), std::move(store), service_options));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(options.listen, creds, &selected_port);
+  builder.RegisterService(daemon->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
+  daemon->server_ = builder.BuildAndStart();
+  if (daemon->server_ == nullptr || selected_port == 0) {
+    daemon->server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (address in use, bad path, or no permission)"));
+  }
+  if (absl::StartsWith(options.listen, "unix:")) {
+    daemon->address_ = options.listen;
+  } else {
+    std::string host;
+    int port = 0;
+    RETURN_IF_ERROR(SplitHostPort(options.listen, host, port));
+    daemon->address_ =
+        absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", selected_port);
+  }
+  grpc::HealthCheckServiceInterface* health = daemon->server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kServiceName, true);
+  }
+  const BackendInfo& info = daemon->service_->info();
+  log::Info("mixnet-ocsd: {} backend ({} {}), {} ports, switching time {}; listening on {}{}",
+            info.backend, info.vendor, info.model, info.ports,
+            absl::FormatDuration(info.switching_time), daemon->address_, tls ? " (mTLS)" : "");
+  if (!options.ready_file.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomically(options.ready_file, daemon->address_ + "\n"));
+  }
+  return daemon;
+}
+
+Daemon::~Daemon() { Shutdown(absl::Seconds(1)); }
+
+void Daemon::Shutdown(absl::Duration grace) {
+  if (stopped_ || server_ == nullptr) return;
+  stopped_ = true;
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->Shutdown();
+  }
+  service_->Shutdown();
+  // Let running calls (an Apply driving the switch) finish within the grace
+  // period, then stop at once: gRPC's own graceful shutdown would also wait
+  // for idle client connections to go away.
+  const absl::Time deadline = absl::Now() + grace;
+  while (service_->InFlight() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (service_->InFlight() > 0) {
+    log::Warn("mixnet-ocsd: {} calls still running after {}; cancelling them", service_->InFlight(),
+              absl::FormatDuration(grace));
+  }
+  server_->Shutdown(absl::ToChronoTime(absl::Now()));
+  server_->Wait();
+  if (!ready_file_.empty()) unlink(ready_file_.c_str());
+  log::Info("mixnet-ocsd: server stopped");
+}
+
+}  // namespace mixnet::ocs

@@ -1,0 +1,69 @@
+// The mixnet-ocsd server: an OcsService behind a gRPC server with the standard
+// health service (grpc.health.v1) and server reflection, listening on TCP or a
+// unix socket ("unix:/path"), optionally with mTLS (client certificates
+// required and verified against --tls-client-ca). Without TLS it refuses to
+// listen on anything but loopback or a unix socket unless insecure_listen_any.
+// After the server listens, the actual address ("127.0.0.1:41234",
+// "unix:/path") is written atomically to ready_file when one is given (a
+// stale one is removed at start, and the file is removed at clean shutdown).
+//
+// Threading: Start/Shutdown/Wait from the main thread; the service runs on
+// gRPC's threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "ocs_driver/backend.h"
+#include "ocs_driver/service/ocs_service.h"
+#include "ocs_driver/service/state_store.h"
+
+namespace mixnet::ocs {
+
+struct DaemonOptions {
+  std::string listen = "127.0.0.1:50551";  // host:port (port 0: ephemeral) or unix:/path
+  std::string tls_cert;                    // PEM files; all three or none
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::vector<std::string> allow_clients;  // subjects / CNs allowed to Apply (needs TLS)
+  bool insecure_listen_any = false;
+  std::string ready_file;
+  int max_receive_bytes = 4 * 1024 * 1024;  // gRPC's limit (RESOURCE_EXHAUSTED beyond)
+};
+
+// OK when `listen` may be used: unix sockets and loopback always, anything
+// else only with TLS or insecure_listen_any. InvalidArgument for a malformed
+// address, PermissionDenied for a refused one.
+absl::Status CheckListenAddress(const std::string& listen, bool tls, bool insecure_listen_any);
+
+class Daemon {
+ public:
+  // Opens the service over `backend` (reads the switch, loads the state) and
+  // starts listening. Nothing on the switch changes.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(std::unique_ptr<OcsBackend> backend,
+                                                       StateStore store,
+                                                       const DaemonOptions& options);
+  ~Daemon();
+
+  // The address the server listens on, port resolved.
+  const std::string& address() const { return address_; }
+
+  // Ends Watch streams, marks health NOT_SERVING, and stops the server,
+  // cancelling calls still running after `grace`. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+
+ private:
+  Daemon() = default;
+  std::unique_ptr<OcsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::string ready_file_;  // removed again at shutdown
+  bool stopped_ = false;
+};
+
+}  // namespace mixnet::ocs

@@ -1,0 +1,432 @@
+// The OcsDriver service of mixnet-ocsd (see ocs_service.h). Handlers run on
+// gRPC sync-server threads.
+#include "ocs_driver/service/ocs_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "google/rpc/status.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "ocs_driver/service/request_validation.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::ocs {
+namespace {
+
+namespace v1 = ::mixnet::ocs::v1;
+
+constexpr size_t kMaxQueuedEvents = 4096;  // per Watch stream
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+void Fill(google::protobuf::RepeatedPtrField<v1::Circuit>* out, const std::vector<Circuit>& in) {
+  for (const Circuit& c : in) {
+    v1::Circuit* p = out->Add();
+    p->set_port_a(static_cast<uint32_t>(c.a));
+    p->set_port_b(static_cast<uint32_t>(c.b));
+  }
+}
+
+std::vector<Circuit> Minus(const std::vector<Circuit>& x, const std::vector<Circuit>& y) {
+  std::vector<Circuit> out;
+  std::set_difference(x.begin(), x.end(), y.begin(), y.end(), std::back_inserter(out));
+  return out;
+}
+
+std::string Describe(const std::vector<Circuit>& v) {
+  return absl::StrJoin(
+      v, " ", [](std::string* out, const Circuit& c) { absl::StrAppend(out, c.a, "-", c.b); });
+}
+
+absl::Time DeadlineOf(const grpc::ServerContext* context) {
+  const auto d = context->deadline();
+  if (d >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365 * 100)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(d);
+}
+
+std::string PeerName(const grpc::ServerContext* context) {
+  auto auth = context->auth_context();
+  if (auth != nullptr) {
+    for (const char* prop : {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SUBJECT_PROPERTY_NAME}) {
+      auto v = auth->FindPropertyValues(prop);
+      if (!v.empty()) return std::string(v.front().data(), v.front().size());
+    }
+  }
+  return context->peer();
+}
+
+}  // namespace
+
+struct OcsService::Subscriber {
+  std::deque<v1::WatchEvent> queue;
+  bool overflow = false;
+};
+
+absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<OcsBackend> backend,
+                                                               StateStore store,
+                                                               ServiceOptions options) {
+  ASSIGN_OR_RETURN(BackendInfo info, backend->Info());
+  if (info.ports < 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(info.backend, " backend reports ", info.ports, " ports"));
+  }
+  ASSIGN_OR_RETURN(std::vector<Circuit> actual, backend->Read());
+  std::sort(actual.begin(), actual.end());
+  ASSIGN_OR_RETURN(std::optional<PersistedState> saved, store.Load());
+  PersistedState state;
+  if (saved.has_value()) {
+    state = *saved;
+    log::Info("state {}: epoch {} version {}, {} desired circuits", store.path(), state.epoch,
+              state.config_version, state.desired.size());
+  } else {
+    // Nothing saved yet: what the switch holds is what is wanted until the
+    // first Apply (epoch 0, version 0; not persisted).
+    state.desired = actual;
+    log::Info("state {}: none saved yet; adopting the {} circuits the switch holds", store.path(),
+              actual.size());
+  }
+  if (saved.has_value() && state.desired != actual) {
+    log::Warn(
+        "switch is out of sync with the desired state (actual [{}], desired [{}]); left as "
+        "it is until the next ApplyCrossConnects",
+        Describe(actual), Describe(state.desired));
+  }
+  return std::unique_ptr<OcsService>(new OcsService(std::move(backend), std::move(store),
+                                                    std::move(options), std::move(info),
+                                                    std::move(state), std::move(actual)));
+}
+
+OcsService::OcsService(std::unique_ptr<OcsBackend> backend, StateStore store,
+                       ServiceOptions options, BackendInfo info, PersistedState state,
+                       std::vector<Circuit> actual)
+    : backend_(std::move(backend)),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      info_(std::move(info)),
+      state_(std::move(state)),
+      actual_(std::move(actual)) {}
+
+void OcsService::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+}
+
+absl::Status OcsService::AcquireDevice(grpc::ServerContext* context) {
+  const absl::Time deadline = std::min(DeadlineOf(context), absl::Now() + options_.max_device_wait);
+  auto device_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_ || shutdown_; };
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    const absl::Time slice = std::min(deadline, absl::Now() + absl::Milliseconds(100));
+    mu_.AwaitWithDeadline(absl::Condition(&device_free), slice);
+    if (shutdown_) return absl::UnavailableError("mixnet-ocsd is shutting down");
+    if (!busy_) break;
+    if (context->IsCancelled())
+      return absl::CancelledError("call cancelled while waiting for the device");
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("deadline passed while another call held the switch");
+    }
+  }
+  busy_ = true;
+  return absl::OkStatus();
+}
+
+void OcsService::ReleaseDevice() {
+  absl::MutexLock lock(&mu_);
+  busy_ = false;
+}
+
+grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
+                                 v1::GetInfoResponse* response) {
+  CallCounter counted(in_flight_);
+  response->set_vendor(info_.vendor);
+  response->set_model(info_.model);
+  response->set_serial(info_.serial);
+  response->set_firmware(info_.firmware);
+  response->set_backend(info_.backend);
+  response->set_port_count(static_cast<uint32_t>(info_.ports));
+  response->set_switching_time_us(
+      static_cast<uint32_t>(absl::ToInt64Microseconds(info_.switching_time)));
+  absl::MutexLock lock(&mu_);
+  response->set_highest_epoch(state_.epoch);
+  response->set_config_version(state_.config_version);
+  return grpc::Status::OK;
+}
+
+grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
+                                          const v1::GetCrossConnectsRequest* request,
+                                          v1::GetCrossConnectsResponse* response) {
+  CallCounter counted(in_flight_);
+  if (absl::Status s = AcquireDevice(context); !s.ok()) return ToGrpc(s);
+  absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
+  ReleaseDevice();
+  if (!actual.ok()) return ToGrpc(Annotate(actual.status(), "reading the switch"));
+  std::sort(actual->begin(), actual->end());
+  absl::MutexLock lock(&mu_);
+  actual_ = *actual;
+  Fill(response->mutable_actual(), *actual);
+  Fill(response->mutable_desired(), state_.desired);
+  response->set_epoch(state_.epoch);
+  response->set_config_version(state_.config_version);
+  response->set_in_sync(*actual == state_.desired);
+  return grpc::Status::OK;
+}
+
+grpc::Status OcsService::CheckApplyAllowed(grpc::ServerContext* context) const {
+  if (!options_.tls || options_.allow_clients.empty()) return grpc::Status::OK;
+  auto auth = context->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "client not authenticated");
+  }
+  std::vector<std::string> names;
+  for (const char* prop : {GRPC_X509_SUBJECT_PROPERTY_NAME, GRPC_X509_CN_PROPERTY_NAME}) {
+    for (const grpc::string_ref& v : auth->FindPropertyValues(prop)) {
+      names.emplace_back(v.data(), v.size());
+    }
+  }
+  for (const std::string& n : names) {
+    if (std::find(options_.allow_clients.begin(), options_.allow_clients.end(), n) !=
+        options_.allow_clients.end()) {
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat("client certificate [", absl::StrJoin(names, "; "),
+                                   "] is not allowed to change the switch (--allow-client)"));
+}
+
+grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
+                                            const v1::ApplyCrossConnectsRequest* request,
+                                            v1::ApplyCrossConnectsResponse* response) {
+  CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckApplyAllowed(context); !s.ok()) return s;
+  absl::StatusOr<std::vector<Circuit>> desired = ValidateApplyRequest(*request, info_.ports);
+  if (!desired.ok()) return ToGrpc(desired.status());
+  if (absl::Status s = AcquireDevice(context); !s.ok()) return ToGrpc(s);
+  grpc::Status status;
+  if (context->IsCancelled() || absl::Now() >= DeadlineOf(context)) {
+    // Gave up while waiting: do not change the switch behind the caller's back.
+    status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "call cancelled or past its deadline before the switch was free");
+  } else {
+    status = ApplyLocked(*request, *desired, response);
+  }
+  ReleaseDevice();
+  const std::string who =
+      request->controller_id().empty() ? PeerName(context) : request->controller_id();
+  if (status.ok()) {
+    log::Info("apply from {}: epoch {} version {}: {} ({} ports changed, {} us)", who,
+              request->epoch(), request->config_version(), response->noop() ? "no-op" : "done",
+              response->ports_changed(), response->backend_us());
+  } else {
+    log::Warn("apply from {}: epoch {} version {}: {}", who, request->epoch(),
+              request->config_version(), status.error_message());
+  }
+  return status;
+}
+
+grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& request,
+                                     const std::vector<Circuit>& desired,
+                                     v1::ApplyCrossConnectsResponse* response) {
+  PersistedState current;
+  {
+    absl::MutexLock lock(&mu_);
+    current = state_;
+  }
+  const uint64_t epoch = request.epoch(), version = request.config_version();
+  if (epoch < current.epoch) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("stale epoch ", epoch, ": the highest accepted epoch is ",
+                                     current.epoch, " (fenced)"));
+  }
+  if (epoch == current.epoch && version < current.config_version) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("config_version ", version, " is below version ",
+                                     current.config_version, " already applied in epoch ", epoch));
+  }
+  const bool same = epoch == current.epoch && version == current.config_version;
+  if (same && desired != current.desired) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("config_version ", version, " of epoch ", epoch,
+                                     " was already applied with different circuits"));
+  }
+  absl::StatusOr<std::vector<Circuit>> before = backend_->Read();
+  if (!before.ok()) return ToGrpc(Annotate(before.status(), "reading the switch before a change"));
+  std::sort(before->begin(), before->end());
+  response->set_epoch(epoch);
+  response->set_config_version(version);
+  const std::vector<Circuit> remove = Minus(*before, desired);
+  const std::vector<Circuit> add = Minus(desired, *before);
+  if (same && remove.empty() && add.empty()) {
+    response->set_noop(true);
+    Fill(response->mutable_actual(), *before);
+    return grpc::Status::OK;
+  }
+
+  // Persist first: after a crash from here on the daemon knows what it was doing.
+  PersistedState next{epoch, version, desired, request.controller_id()};
+  if (next != current) {
+    if (absl::Status s = store_.Save(next); !s.ok()) {
+      return ToGrpc(absl::InternalError(
+          absl::StrCat("persisting the desired state failed, switch untouched: ", s.ToString())));
+    }
+    absl::MutexLock lock(&mu_);
+    state_ = next;
+  }
+
+  std::vector<CircuitOutcome> outcomes;
+  absl::Status change;
+  std::vector<Circuit> after = *before;
+  if (!remove.empty() || !add.empty()) {
+    const absl::Time start = absl::Now();
+    change = backend_->Change(remove, add, outcomes);
+    response->set_backend_us(static_cast<uint64_t>(absl::ToInt64Microseconds(absl::Now() - start)));
+    absl::StatusOr<std::vector<Circuit>> read = backend_->Read();
+    if (read.ok()) {
+      after = std::move(*read);
+      std::sort(after.begin(), after.end());
+    } else {
+      log::Error("reading the switch back after a change failed: {}", read.status().ToString());
+      if (change.ok()) change = Annotate(read.status(), "reading the switch back");
+    }
+  } else {
+    response->set_noop(true);  // new version, same circuits: nothing to drive
+  }
+  std::set<int> ports;
+  for (const auto* list : {&remove, &add}) {
+    for (const Circuit& c : *list) {
+      ports.insert(c.a);
+      ports.insert(c.b);
+    }
+  }
+  response->set_ports_changed(static_cast<uint32_t>(ports.size()));
+  // One result per changed circuit, even where the backend left some out.
+  // Backends report outcomes in request order (removals, then additions);
+  // look further only when one does not.
+  auto result_of = [&](const Circuit& c, bool is_add, size_t index) {
+    v1::CircuitResult* r = response->add_results();
+    r->mutable_circuit()->set_port_a(static_cast<uint32_t>(c.a));
+    r->mutable_circuit()->set_port_b(static_cast<uint32_t>(c.b));
+    r->set_op(is_add ? v1::CircuitResult::ADD : v1::CircuitResult::REMOVE);
+    if (index < outcomes.size() && outcomes[index].circuit == c && outcomes[index].add == is_add) {
+      r->set_code(static_cast<int32_t>(outcomes[index].status.code()));
+      r->set_message(std::string(outcomes[index].status.message()));
+      return;
+    }
+    for (const CircuitOutcome& o : outcomes) {
+      if (o.circuit == c && o.add == is_add) {
+        r->set_code(static_cast<int32_t>(o.status.code()));
+        r->set_message(std::string(o.status.message()));
+        return;
+      }
+    }
+    if (!change.ok()) {  // no outcome reported: judge by the state read back
+      const bool present = std::binary_search(after.begin(), after.end(), c);
+      if (present != is_add) {
+        r->set_code(static_cast<int32_t>(change.code()));
+        r->set_message(std::string(change.message()));
+      }
+    }
+  };
+  response->mutable_results()->Reserve(static_cast<int>(remove.size() + add.size()));
+  for (size_t i = 0; i < remove.size(); ++i) result_of(remove[i], false, i);
+  for (size_t i = 0; i < add.size(); ++i) result_of(add[i], true, remove.size() + i);
+  Fill(response->mutable_actual(), after);
+
+  v1::WatchEvent event;
+  event.set_kind(v1::WatchEvent::CHANGE);
+  event.set_epoch(epoch);
+  event.set_config_version(version);
+  Fill(event.mutable_circuits(), after);
+  Fill(event.mutable_added(), Minus(after, *before));
+  Fill(event.mutable_removed(), Minus(*before, after));
+  if (!change.ok()) event.set_error(std::string(change.message()));
+  {
+    absl::MutexLock lock(&mu_);
+    actual_ = after;
+  }
+  Publish(std::move(event));
+  if (change.ok()) return grpc::Status::OK;
+
+  google::rpc::Status details;
+  details.set_code(static_cast<int32_t>(change.code()));
+  details.set_message(absl::StrCat("apply failed in part: ", change.message()));
+  details.add_details()->PackFrom(*response);
+  return grpc::Status(static_cast<grpc::StatusCode>(change.code()), details.message(),
+                      details.SerializeAsString());
+}
+
+void OcsService::Publish(v1::WatchEvent event) {
+  absl::MutexLock lock(&mu_);
+  for (Subscriber* s : subscribers_) {
+    if (s->queue.size() >= kMaxQueuedEvents) {
+      s->overflow = true;
+    } else {
+      s->queue.push_back(event);
+    }
+  }
+}
+
+grpc::Status OcsService::Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
+                               grpc::ServerWriter<v1::WatchEvent>* writer) {
+  CallCounter counted(in_flight_);
+  Subscriber sub;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "mixnet-ocsd is shutting down");
+    v1::WatchEvent snapshot;
+    snapshot.set_kind(v1::WatchEvent::SNAPSHOT);
+    snapshot.set_epoch(state_.epoch);
+    snapshot.set_config_version(state_.config_version);
+    Fill(snapshot.mutable_circuits(), actual_);
+    sub.queue.push_back(std::move(snapshot));
+    subscribers_.insert(&sub);
+  }
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !sub.queue.empty() || sub.overflow || shutdown_;
+  };
+  grpc::Status end;
+  while (true) {
+    std::deque<v1::WatchEvent> events;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100));
+      events.swap(sub.queue);
+      if (shutdown_) {
+        end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "mixnet-ocsd is shutting down");
+      } else if (sub.overflow) {
+        end = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           "watcher fell behind; watch again for a fresh snapshot");
+      }
+    }
+    if (!end.ok()) break;
+    if (context->IsCancelled()) {
+      end = grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+      break;
+    }
+    bool written = true;
+    for (const v1::WatchEvent& e : events) {
+      if (!(written = writer->Write(e))) break;
+    }
+    if (!written) {
+      end = grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away");
+      break;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  subscribers_.erase(&sub);
+  return end;
+}
+
+}  // namespace mixnet::ocs

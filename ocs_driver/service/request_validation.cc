@@ -1,0 +1,59 @@
+// Validation of ApplyCrossConnectsRequest (see request_validation.h).
+#include "ocs_driver/service/request_validation.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace mixnet::ocs {
+
+absl::StatusOr<std::vector<Circuit>> ValidateApplyRequest(
+    const mixnet::ocs::v1::ApplyCrossConnectsRequest& request, int ports) {
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes > kMaxApplyRequestBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request of ", bytes, " bytes exceeds the limit of ", kMaxApplyRequestBytes, " bytes"));
+  }
+  if (request.controller_id().size() > kMaxControllerIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("controller_id of ",
+                                                   request.controller_id().size(),
+                                                   " bytes exceeds ", kMaxControllerIdBytes));
+  }
+  if (request.epoch() == 0) return absl::InvalidArgumentError("epoch must be >= 1");
+  if (request.config_version() == 0) {
+    return absl::InvalidArgumentError("config_version must be >= 1");
+  }
+  if (request.circuits_size() > ports / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(request.circuits_size(),
+                                                   " circuits on a switch of ", ports,
+                                                   " ports (at most ", ports / 2, ")"));
+  }
+  std::vector<Circuit> out;
+  std::set<uint32_t> used;
+  for (int i = 0; i < request.circuits_size(); ++i) {
+    const auto& c = request.circuits(i);
+    for (uint32_t p : {c.port_a(), c.port_b()}) {
+      if (p < 1 || p > static_cast<uint32_t>(ports)) {
+        return absl::InvalidArgumentError(absl::StrCat("circuit ", i, " (", c.port_a(), "-",
+                                                       c.port_b(), "): port ", p,
+                                                       " out of range 1..", ports));
+      }
+    }
+    if (c.port_a() == c.port_b()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("circuit ", i, ": self-loop on port ", c.port_a()));
+    }
+    for (uint32_t p : {c.port_a(), c.port_b()}) {
+      if (!used.insert(p).second) {
+        return absl::InvalidArgumentError(absl::StrCat("circuit ", i, " (", c.port_a(), "-",
+                                                       c.port_b(), "): port ", p, " used twice"));
+      }
+    }
+    out.push_back(Circuit::Of(static_cast<int>(c.port_a()), static_cast<int>(c.port_b())));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace mixnet::ocs

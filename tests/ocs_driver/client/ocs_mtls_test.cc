@@ -1,0 +1,225 @@
+// mTLS between mixnetctl / OcsClient and mixnet-ocsd (issue 3). A CA, a
+// server certificate (SAN 127.0.0.1 and localhost), an allowed client
+// ("controller-a"), a not-allowed client ("observer") and a client of an
+// unknown CA are made at test time with the openssl command in a temporary
+// directory (nothing is committed). Checks: without a client certificate
+// nothing can be called; a not-allowed subject reads but gets
+// PERMISSION_DENIED on Apply; the allowed one applies; the server name
+// override; and the daemon's refusal of an insecure non-loopback listen
+// address unless --insecure-listen-any.
+// Test thread; the daemon and mixnetctl are child processes.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "ocs_driver/client/ocs_client.h"
+#include "tests/ocs_driver/client/client_test_util.h"
+#include "tests/ocs_driver/client/command_runner.h"
+
+namespace mixnet::ocs {
+namespace {
+
+using ::mixnet::testing::CommandResult;
+using ::mixnet::testing::DaemonProcess;
+using ::mixnet::testing::MakeApply;
+using ::mixnet::testing::RunCommand;
+using ::mixnet::testing::StartSimDaemon;
+using ::mixnet::testing::TempDir;
+using ::testing::HasSubstr;
+
+std::string Describe(const CommandResult& r) {
+  return absl::StrCat(r.command, "\nrc=", r.rc, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
+}
+
+// Runs openssl with `args`; an error naming the command on failure.
+absl::Status Openssl(std::vector<std::string> args) {
+  args.insert(args.begin(), "/usr/bin/openssl");
+  CommandResult r = RunCommand(args, absl::Seconds(30));
+  if (r.rc != 0) return absl::InternalError(Describe(r));
+  return absl::OkStatus();
+}
+
+const std::vector<std::string> kEcKey = {"-newkey", "ec", "-pkeyopt",
+                                         "ec_paramgen_curve:prime256v1", "-nodes"};
+
+// A self-signed CA "<dir>/<name>.crt/.key".
+absl::Status MakeCa(const std::string& dir, const std::string& name) {
+  std::vector<std::string> args = {"req", "-x509"};
+  args.insert(args.end(), kEcKey.begin(), kEcKey.end());
+  for (std::string a : {std::string("-keyout"), dir + "/" + name + ".key", std::string("-out"),
+                        dir + "/" + name + ".crt", std::string("-days"), std::string("2"),
+                        std::string("-subj"), "/CN=" + name}) {
+    args.push_back(a);
+  }
+  return Openssl(args);
+}
+
+// A certificate "<dir>/<name>.crt/.key" for CN `cn`, signed by `ca`, with
+// the extension lines `ext`.
+absl::Status MakeCert(const std::string& dir, const std::string& ca, const std::string& name,
+                      const std::string& cn, const std::string& ext, int serial) {
+  const std::string base = dir + "/" + name;
+  std::ofstream(base + ".ext") << ext;
+  std::vector<std::string> req = {"req", "-new"};
+  req.insert(req.end(), kEcKey.begin(), kEcKey.end());
+  for (std::string a : {std::string("-keyout"), base + ".key", std::string("-out"), base + ".csr",
+                        std::string("-subj"), "/O=MixNet/CN=" + cn}) {
+    req.push_back(a);
+  }
+  if (absl::Status s = Openssl(req); !s.ok()) return s;
+  return Openssl({"x509", "-req", "-in", base + ".csr", "-CA", dir + "/" + ca + ".crt", "-CAkey",
+                  dir + "/" + ca + ".key", "-set_serial", std::to_string(serial), "-days", "2",
+                  "-out", base + ".crt", "-extfile", base + ".ext"});
+}
+
+class MtlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const std::string& d = dir_->path();
+    const std::string client_ext = "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n";
+    setup_ = MakeCa(d, "ca");
+    if (setup_.ok()) setup_ = MakeCa(d, "rogue-ca");
+    if (setup_.ok()) {
+      setup_ = MakeCert(d, "ca", "server", "mixnet-ocsd",
+                        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+                        "basicConstraints=CA:FALSE\n",
+                        2);
+    }
+    if (setup_.ok()) setup_ = MakeCert(d, "ca", "allowed", "controller-a", client_ext, 3);
+    if (setup_.ok()) setup_ = MakeCert(d, "ca", "other", "observer", client_ext, 4);
+    if (setup_.ok()) setup_ = MakeCert(d, "rogue-ca", "rogue", "controller-a", client_ext, 5);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(setup_.ok()) << setup_;
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> d =
+        StartSimDaemon(8, 0,
+                       {"--tls-cert", Path("server.crt"), "--tls-key", Path("server.key"),
+                        "--tls-client-ca", Path("ca.crt"), "--allow-client", "controller-a"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+  }
+
+  static std::string Path(const std::string& file) { return dir_->path() + "/" + file; }
+
+  // mixnetctl ocs <cmd> --target <daemon> --tls-ca ca.crt [client cert] args...
+  CommandResult Ocs(const std::string& cmd, const std::string& client,
+                    std::vector<std::string> args = {}) {
+    std::vector<std::string> argv = {MIXNETCTL_BIN,      "ocs",          cmd,    "--target",
+                                     daemon_->address(), "--timeout-ms", "3000", "--tls-ca",
+                                     Path("ca.crt")};
+    if (!client.empty()) {
+      for (std::string a : {std::string("--tls-cert"), Path(client + ".crt"),
+                            std::string("--tls-key"), Path(client + ".key")}) {
+        argv.push_back(a);
+      }
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, absl::Seconds(20));
+  }
+
+  // The actual circuits, read by the allowed client.
+  nlohmann::json Actual() {
+    CommandResult r = Ocs("get", "allowed", {"--json"});
+    EXPECT_EQ(r.rc, 0) << Describe(r);
+    try {
+      return nlohmann::json::parse(r.out)["actual"];
+    } catch (const nlohmann::json::exception& e) {
+      ADD_FAILURE() << e.what() << "\n" << Describe(r);
+      return nullptr;
+    }
+  }
+
+  static TempDir* dir_;
+  static absl::Status setup_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TempDir* MtlsTest::dir_ = nullptr;
+absl::Status MtlsTest::setup_;
+
+const std::vector<std::string> kApply = {"--epoch", "1", "--version", "1", "--circuit", "1-2"};
+
+TEST_F(MtlsTest, ClientWithoutCertificateCannotCallAnything) {
+  for (const char* cmd : {"info", "get", "health"}) {
+    CommandResult r = Ocs(cmd, "");
+    EXPECT_EQ(r.rc, 1) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr(daemon_->address())) << Describe(r);
+  }
+  CommandResult r = Ocs("apply", "", kApply);
+  EXPECT_EQ(r.rc, 1) << Describe(r);
+  // Plaintext against the TLS daemon.
+  r = RunCommand({MIXNETCTL_BIN, "ocs", "apply", "--target", daemon_->address(), "--timeout-ms",
+                  "3000", "--epoch", "1", "--version", "1", "--circuit", "1-2"});
+  EXPECT_EQ(r.rc, 1) << Describe(r);
+  // A certificate from a CA the daemon does not trust, with an allowed CN.
+  r = Ocs("apply", "rogue", kApply);
+  EXPECT_EQ(r.rc, 1) << Describe(r);
+  EXPECT_EQ(Actual(), nlohmann::json::array());
+}
+
+TEST_F(MtlsTest, NotAllowedSubjectReadsButCannotApply) {
+  CommandResult r = Ocs("info", "other", {"--json"});
+  EXPECT_EQ(r.rc, 0) << Describe(r);
+  EXPECT_EQ(Ocs("get", "other").rc, 0);
+  EXPECT_EQ(Ocs("health", "other").rc, 0);
+  r = Ocs("watch", "other", {"--count", "1"});
+  EXPECT_EQ(r.rc, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("snapshot"));
+
+  r = Ocs("apply", "other", kApply);
+  EXPECT_EQ(r.rc, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(r.err, HasSubstr(daemon_->address()));
+  EXPECT_EQ(Actual(), nlohmann::json::array());
+}
+
+TEST_F(MtlsTest, AllowedSubjectApplies) {
+  CommandResult r = Ocs("apply", "allowed", kApply);
+  ASSERT_EQ(r.rc, 0) << Describe(r);
+  EXPECT_EQ(Actual(), nlohmann::json::parse("[[1,2]]"));
+
+  // The library with the same credentials, and the server name override.
+  OcsClientOptions o;
+  o.target = daemon_->address();
+  o.tls.ca_file = Path("ca.crt");
+  o.tls.cert_file = Path("allowed.crt");
+  o.tls.key_file = Path("allowed.key");
+  o.tls.server_name = "localhost";
+  absl::StatusOr<std::unique_ptr<OcsClient>> client = OcsClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  OcsApplyResult a = (*client)->Apply(MakeApply(1, 2, {{3, 4}}));
+  EXPECT_TRUE(a.ok()) << a.status;
+  EXPECT_EQ(Actual(), nlohmann::json::parse("[[3,4]]"));
+
+  r = Ocs("info", "allowed", {"--tls-server-name", "not-the-server.example"});
+  EXPECT_EQ(r.rc, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+}
+
+TEST(ListenPolicyTest, InsecureNonLoopbackListenNeedsExplicitFlag) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> d = StartSimDaemon(8, 0, {}, "0.0.0.0:0");
+  ASSERT_FALSE(d.ok()) << "mixnet-ocsd listened insecurely on 0.0.0.0 at " << (*d)->address();
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("insecure-listen-any"));
+
+  d = StartSimDaemon(8, 0, {"--insecure-listen-any"}, "0.0.0.0:0");
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<std::string> parts = absl::StrSplit((*d)->address(), ':');
+  ASSERT_GE(parts.size(), 2u) << (*d)->address();
+  CommandResult r =
+      RunCommand({MIXNETCTL_BIN, "ocs", "health", "--target", "127.0.0.1:" + parts.back()});
+  EXPECT_EQ(r.rc, 0) << Describe(r);
+}
+
+}  // namespace
+}  // namespace mixnet::ocs

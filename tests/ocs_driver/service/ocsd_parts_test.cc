@@ -1,0 +1,126 @@
+// The pieces of mixnet-ocsd on their own, in process: the sim backend (fault
+// injection, hardware file), the state store (round trip, corruption, the
+// directory lock), request validation and the listen-address policy.
+// Label cpu. Test thread only.
+#include <fstream>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ocs_driver/service/daemon.h"
+#include "ocs_driver/service/request_validation.h"
+#include "ocs_driver/service/state_store.h"
+#include "ocs_driver/sim/sim_backend.h"
+#include "tests/ocs_driver/daemon_process.h"
+#include "tests/ocs_driver/service/ocsd_test_util.h"
+
+namespace mixnet::ocs {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(SimBackendTest, ChangesSleepsOnceAndInjectsFaults) {
+  auto b =
+      OpenSimBackend({.ports = 8, .switching_time = absl::Milliseconds(50), .fail_ports = {8}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->Info()->ports, 8);
+  std::vector<CircuitOutcome> out;
+  absl::Time start = absl::Now();
+  ASSERT_TRUE((*b)->Change({}, {{1, 2}, {3, 4}}, out).ok());
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(50));
+  EXPECT_LT(took, absl::Milliseconds(95)) << "the switching time is slept once per change";
+  EXPECT_EQ(out.size(), 2u);
+  EXPECT_THAT((*b)->Read().value(), ElementsAre(Circuit{1, 2}, Circuit{3, 4}));
+
+  absl::Status s = (*b)->Change({{1, 2}}, {{1, 5}, {7, 8}}, out);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_FALSE(out[0].add);
+  EXPECT_TRUE(out[1].status.ok());
+  EXPECT_TRUE(absl::IsUnavailable(out[2].status));
+  EXPECT_THAT((*b)->Read().value(), ElementsAre(Circuit{1, 5}, Circuit{3, 4}));
+
+  start = absl::Now();
+  ASSERT_TRUE((*b)->Change({}, {}, out).ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(40)) << "nothing changed, no sleep";
+  EXPECT_FALSE(OpenSimBackend({.ports = 1}).ok());
+  EXPECT_FALSE(OpenSimBackend({.ports = 8, .fail_ports = {9}}).ok());
+}
+
+TEST(SimBackendTest, HardwareFileOutlivesTheBackend) {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/hw";
+  {
+    auto b = OpenSimBackend({.ports = 8, .hardware_file = file});
+    ASSERT_TRUE(b.ok());
+    std::vector<CircuitOutcome> out;
+    ASSERT_TRUE((*b)->Change({}, {{2, 7}}, out).ok());
+  }
+  auto b = OpenSimBackend({.ports = 8, .hardware_file = file});
+  ASSERT_TRUE(b.ok());
+  EXPECT_THAT((*b)->Read().value(), ElementsAre(Circuit{2, 7}));
+  { std::ofstream(file) << "1 1\n"; }
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(OpenSimBackend({.ports = 8, .hardware_file = file}).status()));
+  { std::ofstream(file) << "1 x\n"; }
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(OpenSimBackend({.ports = 8, .hardware_file = file}).status()));
+}
+
+TEST(StateStoreTest, RoundTripCorruptionAndLock) {
+  testing::TempDir dir;
+  const std::string sdir = dir.path() + "/a/b";
+  auto store = StateStore::Open(sdir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_FALSE(store->Load().value().has_value());
+  PersistedState s{7, 12, {{1, 4}, {2, 3}}, "ctl"};
+  ASSERT_TRUE(store->Save(s).ok());
+  EXPECT_EQ(store->Load().value(), s);
+  s.epoch = 8;
+  s.desired.clear();
+  ASSERT_TRUE(store->Save(s).ok());
+  EXPECT_EQ(store->Load().value(), s);
+
+  auto second = StateStore::Open(sdir);
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+
+  { std::ofstream(store->path()) << "{\"epoch\": 1, \"config_"; }
+  absl::StatusOr<std::optional<PersistedState>> bad = store->Load();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr(store->path()));
+  { std::ofstream(store->path()) << R"({"epoch":1,"config_version":1,"desired":[[3,3]]})"; }
+  EXPECT_TRUE(absl::IsInvalidArgument(store->Load().status()));
+}
+
+TEST(RequestValidationTest, NormalisesAndNamesTheProblem) {
+  auto ok = ValidateApplyRequest(testing::Req(1, 1, {{4, 3}, {2, 1}}), 4);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_THAT(*ok, ElementsAre(Circuit{1, 2}, Circuit{3, 4}));
+  auto twice = ValidateApplyRequest(testing::Req(1, 1, {{1, 2}, {3, 2}}), 4);
+  EXPECT_TRUE(absl::IsInvalidArgument(twice.status()));
+  EXPECT_THAT(std::string(twice.status().message()), HasSubstr("port 2 used twice"));
+  auto range = ValidateApplyRequest(testing::Req(1, 1, {{1, 5}}), 4);
+  EXPECT_THAT(std::string(range.status().message()), HasSubstr("port 5 out of range 1..4"));
+  EXPECT_TRUE(ValidateApplyRequest(testing::Req(1, 1, {}), 4).ok());
+}
+
+TEST(ListenPolicyTest, LoopbackAndUnixOnlyWithoutTls) {
+  for (const char* ok :
+       {"127.0.0.1:50551", "127.0.0.1:0", "localhost:1", "[::1]:5", "unix:/tmp/x"}) {
+    EXPECT_TRUE(CheckListenAddress(ok, false, false).ok()) << ok;
+  }
+  for (const char* refused : {"0.0.0.0:50551", "[::]:1", "10.0.0.1:5", ":50551"}) {
+    EXPECT_TRUE(absl::IsPermissionDenied(CheckListenAddress(refused, false, false))) << refused;
+    EXPECT_TRUE(CheckListenAddress(refused, true, false).ok()) << refused;
+    EXPECT_TRUE(CheckListenAddress(refused, false, true).ok()) << refused;
+  }
+  for (const char* bad : {"nohost", "127.0.0.1:99999", "127.0.0.1:x", "unix:"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(CheckListenAddress(bad, false, true))) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace mixnet::ocs
