@@ -6,6 +6,8 @@
 #include <chrono>
 #include <deque>
 #include <iterator>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -302,14 +304,14 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
   } else {
     response->set_noop(true);  // new version, same circuits: nothing to drive
   }
-  std::set<int> ports;
+  std::vector<char> changed(static_cast<size_t>(info_.ports) + 1, 0);
+  uint32_t ports_changed = 0;
   for (const auto* list : {&remove, &add}) {
     for (const Circuit& c : *list) {
-      ports.insert(c.a);
-      ports.insert(c.b);
+      for (int p : {c.a, c.b}) ports_changed += std::exchange(changed[p], 1) == 0 ? 1 : 0;
     }
   }
-  response->set_ports_changed(static_cast<uint32_t>(ports.size()));
+  response->set_ports_changed(ports_changed);
   // One result per changed circuit, even where the backend left some out.
   // Backends report outcomes in request order (removals, then additions);
   // look further only when one does not.

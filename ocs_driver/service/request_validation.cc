@@ -2,7 +2,8 @@
 #include "ocs_driver/service/request_validation.h"
 
 #include <algorithm>
-#include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -30,7 +31,7 @@ absl::StatusOr<std::vector<Circuit>> ValidateApplyRequest(
                                                    " ports (at most ", ports / 2, ")"));
   }
   std::vector<Circuit> out;
-  std::set<uint32_t> used;
+  std::vector<char> used(static_cast<size_t>(ports) + 1, 0);  // indexed by port, checked in range
   for (int i = 0; i < request.circuits_size(); ++i) {
     const auto& c = request.circuits(i);
     for (uint32_t p : {c.port_a(), c.port_b()}) {
@@ -45,7 +46,7 @@ absl::StatusOr<std::vector<Circuit>> ValidateApplyRequest(
           absl::StrCat("circuit ", i, ": self-loop on port ", c.port_a()));
     }
     for (uint32_t p : {c.port_a(), c.port_b()}) {
-      if (!used.insert(p).second) {
+      if (std::exchange(used[p], 1) != 0) {
         return absl::InvalidArgumentError(absl::StrCat("circuit ", i, " (", c.port_a(), "-",
                                                        c.port_b(), "): port ", p, " used twice"));
       }
