@@ -10,35 +10,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status.h"
+#include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/gate_histogram_kernel.h"
 
 namespace mixnet::cuda {
 namespace {
 
-absl::Status CudaStatus(cudaError_t err, const char* call) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  std::string msg = absl::StrCat("gate histogram: ", call, " failed: ", cudaGetErrorString(err),
-                                 " (cudaError ", static_cast<int>(err), ")");
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
-      err == cudaErrorInitializationError) {
-    return absl::UnavailableError(msg);
-  }
-  return absl::InternalError(msg);
-}
+constexpr char kWhat[] = "gate histogram";
 
-#define CUDA_RETURN_IF_ERROR(call) RETURN_IF_ERROR(CudaStatus((call), #call))
-
-// Device buffer freed on scope exit.
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
-
-absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) {
-  void* p = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
-  return DeviceBuffer(p);
-}
+absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) { return DeviceAlloc(bytes, kWhat); }
 
 absl::Status CheckShape(const GateHistogramInput& in) {
   if (in.num_experts <= 0 || in.num_ranks <= 0) {
@@ -85,7 +65,7 @@ absl::Status LaunchGateHistogram(const GateHistogramInput& in, uint64_t* device_
   const int err = internal::LaunchGateHistogramKernel(
       a, reinterpret_cast<unsigned long long*>(device_counts),
       reinterpret_cast<unsigned long long*>(device_bad), stream);
-  return CudaStatus(static_cast<cudaError_t>(err), "gate histogram kernel launch");
+  return CudaStatus(kWhat, static_cast<cudaError_t>(err), "gate histogram kernel launch");
 }
 
 absl::Status CheckBadWord(uint64_t bad, int k, int num_experts, int num_ranks) {

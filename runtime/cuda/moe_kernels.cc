@@ -10,23 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status.h"
+#include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/moe_kernels_internal.h"
 
 namespace mixnet::cuda {
 namespace {
 
-absl::Status CudaStatus(cudaError_t err, const char* call) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  std::string msg = absl::StrCat("moe kernels: ", call, " failed: ", cudaGetErrorString(err),
-                                 " (cudaError ", static_cast<int>(err), ")");
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
-      err == cudaErrorInitializationError) {
-    return absl::UnavailableError(msg);
-  }
-  return absl::InternalError(msg);
-}
-
-#define CUDA_RETURN_IF_ERROR(call) RETURN_IF_ERROR(CudaStatus((call), #call))
+constexpr char kWhat[] = "moe kernels";
 
 constexpr size_t kAlign = 256;
 size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -39,16 +29,7 @@ int64_t Chunks(int64_t tokens) {
   return (tokens + internal::kChunkTokens - 1) / internal::kChunkTokens;
 }
 
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
-
-absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) {
-  void* p = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
-  return DeviceBuffer(p);
-}
+absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) { return DeviceAlloc(bytes, kWhat); }
 
 absl::StatusOr<DeviceBuffer> Upload(const void* host, size_t bytes) {
   ASSIGN_OR_RETURN(DeviceBuffer d, Alloc(bytes));
@@ -117,7 +98,7 @@ absl::Status LaunchLayout(const moe::LayoutInput& in, const LayoutOutputs& out, 
   a.bucket_total = reinterpret_cast<int32_t*>(w);
   w += RoundUp(static_cast<size_t>(buckets) * 4);
   a.bucket_base = reinterpret_cast<int32_t*>(w);
-  return CudaStatus(static_cast<cudaError_t>(internal::LaunchLayoutKernels(a, stream)),
+  return CudaStatus(kWhat, static_cast<cudaError_t>(internal::LaunchLayoutKernels(a, stream)),
                     "moe layout kernel launch");
 }
 
@@ -151,7 +132,7 @@ absl::Status LaunchPermute(const PermuteLaunch& p, void* stream) {
   a.total_rows = p.total_rows;
   a.max_rows = p.max_rows;
   a.send = p.send;
-  return CudaStatus(static_cast<cudaError_t>(internal::LaunchPermuteKernel(a, stream)),
+  return CudaStatus(kWhat, static_cast<cudaError_t>(internal::LaunchPermuteKernel(a, stream)),
                     "moe permute kernel launch");
 }
 
@@ -174,7 +155,7 @@ absl::Status LaunchCombine(const CombineLaunch& c, void* stream) {
   a.slot_row = c.slot_row;
   a.weights = c.weights;
   a.out = c.out;
-  return CudaStatus(static_cast<cudaError_t>(internal::LaunchCombineKernel(a, stream)),
+  return CudaStatus(kWhat, static_cast<cudaError_t>(internal::LaunchCombineKernel(a, stream)),
                     "moe combine kernel launch");
 }
 
