@@ -1,6 +1,7 @@
 // spdlog set-up for the runtime (see log.h).
 #include "runtime/common/log.h"
 
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -11,7 +12,11 @@ namespace mixnet::log {
 namespace {
 
 std::shared_ptr<spdlog::logger> MakeLogger() {
-  auto logger = spdlog::stderr_color_mt("mixnet");
+  // Not registered in spdlog's process-wide registry (libspdlog is shared):
+  // a host process that has its own "mixnet" logger, or a second copy of the
+  // runtime (the NCCL plugin links it statically), must not make this throw.
+  auto logger = std::make_shared<spdlog::logger>(
+      "mixnet", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   // Settings::FromEnv (not GetSettings, which may itself log) supplies the level.
   absl::StatusOr<Settings> s = Settings::FromEnv();
   logger->set_level(spdlog::level::from_str(s.ok() ? s->log_level : "info"));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <exception>
 #include <thread>
 
 namespace mixnet::nccl_test {
@@ -60,7 +61,7 @@ absl::Status Barrier(Board* b, absl::Duration timeout) {
 }
 
 absl::Status RunRanks(int world, const std::function<absl::Status(int, Board*)>& fn,
-                      absl::Duration timeout) {
+                      absl::Duration timeout, const RankSetup& setup) {
   void* mem =
       mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return absl::InternalError("mmap of the board failed");
@@ -73,7 +74,17 @@ absl::Status RunRanks(int world, const std::function<absl::Status(int, Board*)>&
       // Ranks run with the plugin's defaults (loopback, TCP) whatever the caller set.
       unsetenv("MIXNET_SOCKET_IFNAME");
       unsetenv("MIXNET_TRANSPORT");
-      absl::Status s = fn(r, board);
+      absl::Status s;
+      // An exception must not unwind into the test framework's copy in the
+      // child (it would go on running the remaining tests there).
+      try {
+        s = setup ? setup(r) : absl::OkStatus();
+        if (s.ok()) s = fn(r, board);
+      } catch (const std::exception& e) {
+        s = absl::InternalError(absl::StrCat("exception in rank: ", e.what()));
+      } catch (...) {
+        s = absl::InternalError("unknown exception in rank");
+      }
       if (!s.ok()) {
         std::strncpy(board->errors[r], s.ToString().c_str(), sizeof(board->errors[r]) - 1);
       }

@@ -72,10 +72,17 @@ absl::Status Fetch(Board* b, int owner, int peer, int k, void* handle,
                    absl::Duration timeout = absl::Seconds(20));
 absl::Status Barrier(Board* b, absl::Duration timeout = absl::Seconds(30));
 
-// Forks `world` ranks running fn(rank, board); each child's Status (or a crash,
-// or a timeout, after which every child is killed) becomes the returned error.
+// Runs in each forked rank before fn, after MIXNET_SOCKET_IFNAME and
+// MIXNET_TRANSPORT were cleared and before the rank loads the plugin: e.g. to
+// enter the rank's network namespace and choose its interface. An error fails
+// that rank (fn is not run).
+using RankSetup = std::function<absl::Status(int rank)>;
+
+// Forks `world` ranks running fn(rank, board) (after `setup`, when given); each
+// child's Status (or a crash, or a timeout, after which every child is killed)
+// becomes the returned error.
 absl::Status RunRanks(int world, const std::function<absl::Status(int rank, Board* board)>& fn,
-                      absl::Duration timeout = absl::Seconds(45));
+                      absl::Duration timeout = absl::Seconds(45), const RankSetup& setup = nullptr);
 
 // A v11 session in one rank: the loaded plugin plus one communicator context.
 struct Net {
