@@ -208,8 +208,9 @@ TEST(OcsdTest, GarbageOnTheSocketDoesNotHurt) {
   SendJunk(d->address(), junk);
   SendJunk(d->address(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
   // A valid HTTP/2 preface followed by a frame with a bogus length and type.
+  static constexpr char kBadFrame[] = "\xff\xff\xff\x09\x00\x00\x00\x00\x01garbage";
   SendJunk(d->address(), std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
-                             std::string("\xff\xff\xff\x09\x00\x00\x00\x00\x01garbage", 18));
+                             std::string(kBadFrame, sizeof(kBadFrame) - 1));
   EXPECT_EQ(Info(*stub).port_count(), 8u);
   EXPECT_TRUE(Apply(*stub, Req(1, 2, {{3, 4}})).status.ok());
   EXPECT_THAT(PairsOf(Get(*stub).actual()), ElementsAre(Pair(3, 4)));
