@@ -15,7 +15,6 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -29,12 +28,11 @@
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "tests/emulation/netns_test_util.h"
+#include "tests/nccl_net/mesh.h"
 #include "tests/nccl_net/plugin_harness.h"
 
 namespace mixnet::nccl_test {
 namespace {
-
-using Handle = std::array<char, abi::kHandleMaxSize>;
 
 // Four hosts on one bridge, each with the NIC the ranks use (eps0) and a
 // decoy (eps01, another subnet) whose name the selected one prefixes: only an
@@ -102,97 +100,6 @@ absl::Status EnterHost(const std::string& ns, const std::string& host) {
   return absl::OkStatus();
 }
 
-struct Mesh {
-  std::vector<void*> send, recv;  // by peer rank
-};
-
-// Every rank listens once per peer and connects to every peer, all polled
-// from this one thread.
-absl::StatusOr<Mesh> BuildMesh(const Net& net, int me, Board* b) {
-  const int n = b->world;
-  std::vector<void*> listens(n, nullptr);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    Handle h{};
-    NT_NCCL_OK(net.api->listen(net.ctx, 0, h.data(), &listens[p]));
-    NT_REQUIRE(listens[p] != nullptr, "listen returned no comm");
-    Publish(b, me, p, 0, h.data());
-  }
-  std::vector<Handle> peer(n);
-  for (int p = 0; p < n; ++p) {
-    if (p != me) RETURN_IF_ERROR(Fetch(b, p, me, 0, peer[p].data()));
-  }
-  Mesh m{std::vector<void*>(n, nullptr), std::vector<void*>(n, nullptr)};
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
-  for (bool all = false; !all;) {
-    all = true;
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      if (m.send[p] == nullptr) {
-        NT_NCCL_OK(net.api->connect(net.ctx, 0, peer[p].data(), &m.send[p], nullptr));
-      }
-      if (m.recv[p] == nullptr) NT_NCCL_OK(net.api->accept(listens[p], &m.recv[p], nullptr));
-      all = all && m.send[p] != nullptr && m.recv[p] != nullptr;
-    }
-    NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": mesh set-up over the fabric timed out");
-    if (!all) usleep(100);
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p != me) NT_NCCL_OK(net.api->close_listen(listens[p]));
-  }
-  return m;
-}
-
-// One message of `bytes` to and from every peer; receives are posted 64 bytes
-// larger and the bytes past the message must stay untouched.
-absl::Status ExchangeAll(const Net& net, const Mesh& m, int me, int n, size_t bytes, int seq) {
-  constexpr size_t kSlack = 64;
-  std::vector<std::vector<uint8_t>> sbuf(n), rbuf(n);
-  std::vector<void*> smh(n, nullptr), rmh(n, nullptr), sreq(n, nullptr), rreq(n, nullptr);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    sbuf[p].resize(bytes);
-    rbuf[p].assign(bytes + kSlack, 0xEE);
-    Fill(sbuf[p].data(), bytes, Seed(me, p, seq));
-    NT_NCCL_OK(net.api->reg_mr(m.send[p], sbuf[p].data(), bytes, abi::kPtrHost, &smh[p]));
-    NT_NCCL_OK(net.api->reg_mr(m.recv[p], rbuf[p].data(), rbuf[p].size(), abi::kPtrHost, &rmh[p]));
-    void* data = rbuf[p].data();
-    size_t size = rbuf[p].size();
-    int tag = p;
-    NT_NCCL_OK(net.api->irecv(m.recv[p], 1, &data, &size, &tag, &rmh[p], nullptr, &rreq[p]));
-    NT_REQUIRE(rreq[p] != nullptr, "irecv not posted");
-    NT_NCCL_OK(net.api->isend(m.send[p], sbuf[p].data(), bytes, me, smh[p], nullptr, &sreq[p]));
-    NT_REQUIRE(sreq[p] != nullptr, "isend not posted");
-  }
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
-  for (int left = 2 * (n - 1); left > 0;) {
-    for (int p = 0; p < n; ++p) {
-      for (void** req : {&sreq[p], &rreq[p]}) {
-        if (*req == nullptr) continue;
-        int done = 0, size = -1;
-        NT_NCCL_OK(net.api->test(*req, &done, &size));
-        if (!done) continue;
-        NT_REQUIRE(size == static_cast<int>(bytes), "rank ", me, " peer ", p, ": size ", size,
-                   " reported for a ", bytes, "-byte message");
-        *req = nullptr;
-        --left;
-      }
-    }
-    NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": transfers of ", bytes, " bytes timed out");
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    NT_REQUIRE(Check(rbuf[p].data(), bytes, Seed(p, me, seq)), "rank ", me, ": ", bytes,
-               " bytes from rank ", p, " are wrong");
-    for (size_t k = bytes; k < rbuf[p].size(); ++k) {
-      NT_REQUIRE(rbuf[p][k] == 0xEE, "rank ", me, ": write past the message end at ", k);
-    }
-    NT_NCCL_OK(net.api->dereg_mr(m.send[p], smh[p]));
-    NT_NCCL_OK(net.api->dereg_mr(m.recv[p], rmh[p]));
-  }
-  return absl::OkStatus();
-}
-
 // One rank: the plugin must see exactly the selected NIC, then the mesh and
 // the exchanges.
 absl::Status RunRank(int me, Board* b) {
@@ -204,12 +111,7 @@ absl::Status RunRank(int me, Board* b) {
   int seq = 0;
   for (size_t bytes : Sizes()) RETURN_IF_ERROR(ExchangeAll(net, m, me, b->world, bytes, seq++));
   RETURN_IF_ERROR(Barrier(b));  // nobody closes while a peer may still be receiving
-  for (size_t p = 0; p < m.send.size(); ++p) {
-    if (m.send[p] != nullptr) NT_NCCL_OK(net.api->close_send(m.send[p]));
-    if (m.recv[p] != nullptr) NT_NCCL_OK(net.api->close_recv(m.recv[p]));
-  }
-  NT_NCCL_OK(net.api->finalize(net.ctx));
-  return absl::OkStatus();
+  return CloseMesh(net, m);
 }
 
 class NcclNetFabricTest : public ::testing::Test {
