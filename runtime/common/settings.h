@@ -43,7 +43,12 @@ namespace mixnet {
   X(int64_t, nccl_speed_mbps, "MIXNET_NCCL_SPEED_MBPS", 0,                                      \
     "NCCL plugin: NIC speed reported to NCCL in Mbit/s; 0 reads sysfs (100000 if unknown)")     \
   X(int64_t, nccl_max_requests, "MIXNET_NCCL_MAX_REQUESTS", 256,                                \
-    "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")
+    "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")    \
+  X(int64_t, path_stall_ms, "MIXNET_PATH_STALL_MS", 1000,                                       \
+    "a direct (OCS) path whose data or keepalives go unanswered this long is dropped; its "     \
+    "bytes are re-sent over EPS")                                                               \
+  X(std::string, controller, "MIXNET_CONTROLLER", "",                                           \
+    "controller address (host:port or unix:/path) the worker agent registers with; empty: none")
 
 struct Settings {
 #define MIXNET_SETTINGS_FIELD_(type, field, env, def, doc) type field = def;

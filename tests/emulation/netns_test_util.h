@@ -35,7 +35,8 @@ namespace mixnet::testing {
 
 // Stems of the prefixes the emulation tests use (UniquePrefix below).
 inline constexpr const char* kTestPrefixStems[] = {
-    "ef", "dn", "cr", "ds", "dup", "bad", "half", "cli", "ocst", "mxprobe", "a2af", "ncclf"};
+    "ef",   "dn",      "cr",   "ds",    "dup", "bad",  "half", "cli",
+    "ocst", "mxprobe", "a2af", "ncclf", "cut", "rcfg", "ctl",  "demo"};
 
 // Removes namespaces left by an earlier test process that crashed: names
 // "<stem><pid>_<n>-..." of a known stem whose pid no longer runs.

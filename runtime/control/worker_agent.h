@@ -1,0 +1,100 @@
+// WorkerAgent: the worker side of the MixNet control loop, one per training
+// process. It registers with the controller (mixnet.control.v1.Controller),
+// streams traffic rows from the locality collector, watches topology events
+// and drives a router::TopologyFollower (the Communicator, the NCCL plugin)
+// through PREPARE / COMMIT / ABORT, acknowledging each phase.
+//
+// When the controller is gone the agent keeps the installed topology (and a
+// PREPARE restriction, if one is in force: that view is valid whatever the
+// switch holds) and reconnects with backoff; a returning or restarted
+// controller's SNAPSHOT is installed when its epoch is newer. Events whose
+// epoch is below the installed one (a stale controller) are ignored.
+//
+// Threads: Start spawns two threads, "mx-agent-events" (registration, the
+// watch stream, calls into the follower, acks) and "mx-agent-reports" (the
+// report stream). Every public method may be called from any thread; Report
+// never blocks on the network.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/locality/token_counts.h"
+#include "runtime/router/route_table.h"
+#include "runtime/router/topology_follower.h"
+
+namespace mixnet::control {
+
+struct WorkerAgentOptions {
+  std::string controller;  // "host:port" or "unix:/path" (MIXNET_CONTROLLER)
+  std::string worker_id;   // default "<host>/<pid>"
+  std::string host;        // this process's host in the cluster spec
+  std::vector<int> ranks;  // global ranks this process drives
+  std::vector<cluster::NicSpec> nics;  // reported at registration
+  std::string job;
+  absl::Duration rpc_timeout = absl::Seconds(5);
+  absl::Duration reconnect_min = absl::Milliseconds(50);
+  absl::Duration reconnect_max = absl::Seconds(1);
+  size_t max_queued_reports = 1024;  // beyond this the oldest are dropped (counted)
+};
+
+// One row of a region's host-pair byte matrix: what `host` will send to each
+// peer host in the all-to-all `key` of `iteration`.
+struct TrafficRow {
+  int64_t iteration = 0;
+  GateKey key;
+  std::vector<std::string> peer_hosts;
+  std::vector<double> bytes;
+};
+
+struct WorkerAgentStats {
+  bool registered = false;        // a watch stream is up now
+  uint64_t installed_epoch = 0;
+  uint64_t prepares = 0;          // PREPARE events handled
+  uint64_t prepare_timeouts = 0;  // PREPAREs whose drain missed the deadline
+  uint64_t commits = 0;           // COMMITs (and newer SNAPSHOTs) installed
+  uint64_t commit_errors = 0;     // installed, but a new circuit failed to connect
+  uint64_t aborts = 0;
+  uint64_t stale_events = 0;      // ignored: epoch below the installed one
+  uint64_t reports_sent = 0;
+  uint64_t reports_dropped = 0;
+  uint64_t reconnects = 0;        // registrations after the first
+};
+
+class WorkerAgent {
+ public:
+  // Starts the threads and returns at once; registration goes on in the
+  // background (see WaitRegistered). InvalidArgument for bad options (no
+  // controller address, no host).
+  static absl::StatusOr<std::unique_ptr<WorkerAgent>> Start(WorkerAgentOptions options);
+  ~WorkerAgent();  // cancels the streams and joins the threads
+  WorkerAgent(const WorkerAgent&) = delete;
+  WorkerAgent& operator=(const WorkerAgent&) = delete;
+
+  // Waits until registered; returns the controller's committed topology.
+  // DeadlineExceeded naming the controller after `timeout`.
+  absl::StatusOr<router::Topology> WaitRegistered(absl::Duration timeout);
+
+  // From now on topology events drive `follower` (not owned; must outlive the
+  // agent or be detached with Follow(nullptr)). A committed topology newer than
+  // follower->installed_epoch() is committed to it at once.
+  void Follow(router::TopologyFollower* follower);
+
+  // Queues a traffic row for the controller; never blocks.
+  void Report(TrafficRow row);
+
+  WorkerAgentStats stats() const;
+
+ private:
+  class Impl;
+  explicit WorkerAgent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mixnet::control

@@ -1,0 +1,49 @@
+// TopologyFollower: something whose direct (OCS) paths follow the fabric's
+// topology epochs: the collectives' Communicator, the NCCL net plugin. The
+// WorkerAgent (runtime/control) drives it through the reconfiguration
+// protocol of mixnet.control.v1 (proto/mixnet/control/v1/controller.proto).
+//
+// Threads: the agent's event thread calls these one at a time; an
+// implementation keeps them safe against its own data path (collectives run
+// on the caller's thread, transports on their progress threads).
+//
+// Contract:
+//  - A transfer (one collective call, one plugin request) picks its direct
+//    paths when it starts and keeps them to its end; both ends of a pair use
+//    only paths both consider usable, so ends that are one phase apart still
+//    agree. EPS and intra-host paths are always usable.
+//  - Prepare(target): from now on new transfers use only direct paths over
+//    circuits that are both installed and in `target`. Returns OK once no
+//    transfer in flight uses any other direct path; DeadlineExceeded at
+//    `deadline` otherwise (the restriction stays until Commit or Abort).
+//  - Commit(target): opens connections over the circuits of `target` that are
+//    not installed (the peers do the same at the same epoch), closes those
+//    over circuits that are gone, and installs `target` (route table of
+//    target.epoch); the restriction is lifted. A new circuit whose connection
+//    cannot be made by `deadline` stays unused (EPS carries its bytes) and the
+//    error is returned, but the epoch is installed anyway.
+//  - Abort(epoch): the round for `epoch` is off: lifts the restriction.
+//  - A direct path that dies without warning is dropped by the data plane on
+//    its own (its bytes go over EPS) and is not used again until a Commit
+//    brings a fresh connection over that circuit.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/router/route_table.h"
+
+namespace mixnet::router {
+
+class TopologyFollower {
+ public:
+  virtual ~TopologyFollower() = default;
+  virtual absl::Status Prepare(const Topology& target, absl::Time deadline) = 0;
+  virtual absl::Status Commit(const Topology& target, absl::Time deadline) = 0;
+  virtual void Abort(uint64_t epoch) = 0;
+  // The epoch of the topology installed now (the initial one, then each Commit).
+  virtual uint64_t installed_epoch() const = 0;
+};
+
+}  // namespace mixnet::router
