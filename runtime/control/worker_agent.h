@@ -32,15 +32,17 @@
 namespace mixnet::control {
 
 struct WorkerAgentOptions {
-  std::string controller;  // "host:port" or "unix:/path" (MIXNET_CONTROLLER)
-  std::string worker_id;   // default "<host>/<pid>"
-  std::string host;        // this process's host in the cluster spec
-  std::vector<int> ranks;  // global ranks this process drives
+  std::string controller;              // "host:port" or "unix:/path" (MIXNET_CONTROLLER)
+  std::string worker_id;               // default "<host>/<pid>"
+  std::string host;                    // this process's host in the cluster spec
+  std::vector<int> ranks;              // global ranks this process drives
   std::vector<cluster::NicSpec> nics;  // reported at registration
   std::string job;
   absl::Duration rpc_timeout = absl::Seconds(5);
   absl::Duration reconnect_min = absl::Milliseconds(50);
   absl::Duration reconnect_max = absl::Seconds(1);
+  // Deadline for installing a SNAPSHOT (and a COMMIT that names none).
+  absl::Duration commit_timeout = absl::Seconds(10);
   size_t max_queued_reports = 1024;  // beyond this the oldest are dropped (counted)
 };
 
@@ -54,17 +56,17 @@ struct TrafficRow {
 };
 
 struct WorkerAgentStats {
-  bool registered = false;        // a watch stream is up now
+  bool registered = false;  // a watch stream is up now
   uint64_t installed_epoch = 0;
   uint64_t prepares = 0;          // PREPARE events handled
   uint64_t prepare_timeouts = 0;  // PREPAREs whose drain missed the deadline
   uint64_t commits = 0;           // COMMITs (and newer SNAPSHOTs) installed
   uint64_t commit_errors = 0;     // installed, but a new circuit failed to connect
   uint64_t aborts = 0;
-  uint64_t stale_events = 0;      // ignored: epoch below the installed one
+  uint64_t stale_events = 0;  // ignored: epoch below the installed one
   uint64_t reports_sent = 0;
   uint64_t reports_dropped = 0;
-  uint64_t reconnects = 0;        // registrations after the first
+  uint64_t reconnects = 0;  // registrations after the first
 };
 
 class WorkerAgent {
