@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin
-  iproute2 procps
+  iproute2 procps gnuplot-nox
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

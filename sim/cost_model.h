@@ -1,0 +1,37 @@
+// Network cost of a cluster per fabric from the price file (config.h): NICs,
+// transceivers, EPS switch ports, OCS ports, patch-panel ports and fibre, and
+// performance per dollar normalised to the non-blocking fat-tree. GPUs and
+// servers are not counted (the same in every design). Pure computation.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "sim/config.h"
+#include "sim/fabric.h"
+
+namespace mixnet::sim {
+
+struct CostBreakdown {
+  double nics = 0;
+  double transceivers = 0;
+  double eps_ports = 0;
+  double ocs_ports = 0;
+  double patch_panel = 0;
+  double fibre = 0;
+  double total() const { return nics + transceivers + eps_ports + ocs_ports + patch_panel + fibre; }
+};
+
+// One NIC per GPU. Electrical NICs take the tree's bill of materials per NIC:
+// fattree `prices.fattree`; oversub with ratio r keeps the leaf's down port,
+// the NIC and its leaf transceiver and divides the rest by r; rail
+// `prices.rail`. topoopt / mixnet: alpha of 8 NICs per server on circuits
+// (NIC, its transceiver, one fibre, and an OCS port (mixnet) or a patch-panel
+// port (topoopt)); the other NICs on a non-blocking fat-tree.
+// NotFound when the price file lacks the link speed.
+absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& fabric, int gpus,
+                                          const Prices& prices);
+
+// (1 / iteration) / cost, relative to the fat-tree's.
+double PerfPerDollarVsFatTree(double iteration_s, double cost, double fattree_iteration_s,
+                              double fattree_cost);
+
+}  // namespace mixnet::sim

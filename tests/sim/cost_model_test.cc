@@ -1,0 +1,72 @@
+// Cost model checked by hand on a small cluster (sim/cost_model.h).
+#include "sim/cost_model.h"
+
+#include "gtest/gtest.h"
+
+namespace mixnet::sim {
+namespace {
+
+Prices PaperPrices400() {
+  Prices p;
+  p.fibre_m = 500;
+  p.by_gbps[400] = {.transceiver = 659,
+                    .nic = 1499,
+                    .eps_port = 1090,
+                    .ocs_port = 520,
+                    .patch_panel_port = 100,
+                    .fibre_per_m = 0.3};
+  return p;
+}
+
+TEST(CostModelTest, SixteenGpuClusterByHand) {
+  const Prices p = PaperPrices400();
+  // Fat-tree, per NIC: NIC 1499 + 7 x 659 + 6 x 1090 + 3 fibres x 500 m x 0.3 = 13102.
+  auto ft = NetworkCost({.kind = FabricKind::kFatTree, .link_gbps = 400}, 16, p);
+  ASSERT_TRUE(ft.ok());
+  EXPECT_NEAR(ft->total(), 16 * 13102.0, 1e-6);
+  EXPECT_NEAR(ft->eps_ports, 16 * 6 * 1090.0, 1e-6);
+  // MixNet alpha 6: 4 EPS NICs as the fat-tree, 12 OCS NICs at
+  // NIC 1499 + transceiver 659 + OCS port 520 + fibre 150 = 2828.
+  auto mix = NetworkCost({.kind = FabricKind::kMixNet, .link_gbps = 400, .alpha = 6}, 16, p);
+  ASSERT_TRUE(mix.ok());
+  EXPECT_NEAR(mix->total(), 4 * 13102.0 + 12 * 2828.0, 1e-6);
+  EXPECT_NEAR(mix->ocs_ports, 12 * 520.0, 1e-6);
+  // TopoOpt: patch panel (100) instead of the OCS port.
+  auto topo = NetworkCost({.kind = FabricKind::kTopoOpt, .link_gbps = 400, .alpha = 6}, 16, p);
+  ASSERT_TRUE(topo.ok());
+  EXPECT_NEAR(topo->total(), 4 * 13102.0 + 12 * (2828.0 - 520 + 100), 1e-6);
+  // Oversubscribed 2:1: ports 1 + 5/2, transceivers 2 + 5/2, fibres 1 + 2/2 per NIC.
+  auto os = NetworkCost({.kind = FabricKind::kOversub, .link_gbps = 400, .oversub = 2}, 16, p);
+  ASSERT_TRUE(os.ok());
+  EXPECT_NEAR(os->total(), 16 * (1499 + 4.5 * 659 + 3.5 * 1090 + 2 * 150.0), 1e-6);
+  // Rail-optimised (2 tiers): 4 ports, 5 transceivers, 2 fibres per NIC.
+  auto rail = NetworkCost({.kind = FabricKind::kRail, .link_gbps = 400}, 16, p);
+  ASSERT_TRUE(rail.ok());
+  EXPECT_NEAR(rail->total(), 16 * (1499 + 5 * 659 + 4 * 1090 + 2 * 150.0), 1e-6);
+}
+
+TEST(CostModelTest, UnknownSpeedIsNotFound) {
+  auto c = NetworkCost({.kind = FabricKind::kFatTree, .link_gbps = 1600}, 16, PaperPrices400());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("1600"), std::string::npos);
+}
+
+TEST(CostModelTest, PerfPerDollar) {
+  // Same speed at half the cost: 2x; twice as slow at half the cost: 1x.
+  EXPECT_DOUBLE_EQ(PerfPerDollarVsFatTree(1.0, 50, 1.0, 100), 2.0);
+  EXPECT_DOUBLE_EQ(PerfPerDollarVsFatTree(2.0, 50, 1.0, 100), 1.0);
+}
+
+TEST(CostModelTest, PriceFileMatchesThePaperTable) {
+  auto p = LoadPrices(std::string(MIXNET_SIM_DATA_DIR) + "/prices.yaml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (int g : {100, 200, 400, 800}) EXPECT_TRUE(p->At(g).ok()) << g;
+  EXPECT_DOUBLE_EQ(p->At(400)->eps_port, 1090);
+  EXPECT_DOUBLE_EQ(p->At(800)->transceiver, 1399);
+  auto ft = NetworkCost({.kind = FabricKind::kFatTree, .link_gbps = 400}, 16, *p);
+  ASSERT_TRUE(ft.ok());
+  EXPECT_NEAR(ft->total(), 16 * 13102.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace mixnet::sim
