@@ -1,0 +1,155 @@
+// mixnet-controller: the MixNet controller daemon. Thin main: parses flags
+// (CLI11), loads the cluster spec, connects one OcsSwitchDriver per --ocs
+// switch, starts the Controller behind its gRPC server and shuts it down
+// cleanly on SIGTERM or SIGINT. The main thread waits for the signal; gRPC's
+// threads serve calls, "mx-ctl-planner" plans and runs the rounds.
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "ocs_driver/client/ocs_switch_driver.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status.h"
+#include "runtime/control/controller.h"
+#include "runtime/control/controller_service.h"
+
+namespace mixnet::control {
+namespace {
+
+struct Flags {
+  std::string spec;
+  std::string listen = "127.0.0.1:50561";
+  std::vector<std::string> ocs;
+  std::string state_dir;
+  std::string ready_file;
+  std::string planner = "improved";
+  std::string predictor = "share_trend";
+  double prepare_deadline_ms = 2000;
+  double commit_deadline_ms = 5000;
+  double report_timeout_ms = 500;
+  double switch_timeout_ms = 10000;
+  double overlap_ms = 0;
+  std::string log_level;
+};
+
+absl::Duration Ms(double ms) { return absl::Microseconds(static_cast<int64_t>(ms * 1000)); }
+
+absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
+  ControllerOptions o;
+  ASSIGN_OR_RETURN(o.spec, cluster::ClusterSpec::LoadFile(f.spec));
+  ASSIGN_OR_RETURN(o.algorithm, planner::ParseAlgorithm(f.planner));
+  o.predictor = f.predictor;
+  o.state_dir = f.state_dir;
+  for (double ms :
+       {f.prepare_deadline_ms, f.commit_deadline_ms, f.report_timeout_ms, f.switch_timeout_ms}) {
+    if (!(ms > 0)) return absl::InvalidArgumentError("deadlines and timeouts must be > 0 ms");
+  }
+  o.prepare_deadline = Ms(f.prepare_deadline_ms);
+  o.commit_deadline = Ms(f.commit_deadline_ms);
+  o.report_timeout = Ms(f.report_timeout_ms);
+  o.switch_timeout = Ms(f.switch_timeout_ms);
+  o.overlap_s = f.overlap_ms / 1000.0;
+  // The id is fixed here so that the switch drivers send it too.
+  o.controller_id = absl::StrCat("ctl-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
+  for (const std::string& arg : f.ocs) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ocs ", arg, ": expected SWITCH=TARGET (TARGET: host:port or unix:/path)"));
+    }
+    const std::string name = arg.substr(0, eq);
+    if (o.switches.count(name) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--ocs ", name, " given twice"));
+    }
+    ocs::OcsClientOptions co;
+    co.target = arg.substr(eq + 1);
+    co.timeout = o.switch_timeout;
+    absl::StatusOr<std::unique_ptr<ocs::OcsSwitchDriver>> d =
+        ocs::OcsSwitchDriver::Create(co, o.controller_id);
+    if (!d.ok()) return Annotate(d.status(), absl::StrCat("--ocs ", arg));
+    o.switches[name] = std::move(*d);
+  }
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"mixnet-controller: plans OCS circuits per region and reconfigures the fabric"};
+  Flags f;
+  app.add_option("--spec", f.spec, "cluster spec (YAML)")->required();
+  app.add_option("--listen", f.listen, "HOST:PORT (port 0: ephemeral) or unix:/path")
+      ->capture_default_str();
+  app.add_option("--ocs", f.ocs,
+                 "SWITCH=TARGET: the mixnet-ocsd of a switch of the spec (host:port or "
+                 "unix:/path; repeatable, one per switch)");
+  app.add_option("--state-dir", f.state_dir, "where the fencing epoch is persisted")->required();
+  app.add_option("--ready-file", f.ready_file, "write the listening address here once serving");
+  app.add_option("--planner", f.planner, "improved | greedy")
+      ->check(CLI::IsMember({"improved", "greedy"}))
+      ->capture_default_str();
+  app.add_option("--predictor", f.predictor, "last | ewma | share_trend")
+      ->check(CLI::IsMember({"last", "ewma", "share_trend"}))
+      ->capture_default_str();
+  app.add_option("--prepare-deadline-ms", f.prepare_deadline_ms,
+                 "workers must ack PREPARE within this (else ABORT)")
+      ->capture_default_str();
+  app.add_option("--commit-deadline-ms", f.commit_deadline_ms,
+                 "wait at most this for COMMITTED acks")
+      ->capture_default_str();
+  app.add_option("--report-timeout-ms", f.report_timeout_ms,
+                 "plan a matrix with the rows that came this long after its first row")
+      ->capture_default_str();
+  app.add_option("--switch-timeout-ms", f.switch_timeout_ms, "per call to a mixnet-ocsd")
+      ->capture_default_str();
+  app.add_option("--overlap-ms", f.overlap_ms,
+                 "switching time hidden behind compute (lowers the cost of a reconfiguration)")
+      ->capture_default_str();
+  app.add_option("--log-level", f.log_level,
+                 "trace | debug | info | warn | error (default: MIXNET_LOG_LEVEL or info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+  if (!f.log_level.empty()) log::Logger().set_level(spdlog::level::from_str(f.log_level));
+
+  // Block the stop signals before any thread starts; the main thread takes them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto fail = [](const absl::Status& s) {
+    log::Error("mixnet-controller: {}", s.ToString());
+    std::cerr << "mixnet-controller: " << s.ToString() << "\n";
+    return 1;
+  };
+  if (!f.ready_file.empty()) unlink(f.ready_file.c_str());
+  absl::StatusOr<ControllerOptions> options = BuildOptions(f);
+  if (!options.ok()) return fail(options.status());
+  absl::StatusOr<std::unique_ptr<Controller>> controller = Controller::Start(std::move(*options));
+  if (!controller.ok()) return fail(controller.status());
+  ServerOptions so;
+  so.listen = f.listen;
+  so.ready_file = f.ready_file;
+  absl::StatusOr<std::unique_ptr<ControllerServer>> server =
+      ControllerServer::Start(std::move(*controller), so);
+  if (!server.ok()) return fail(server.status());
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  log::Info("mixnet-controller: signal {}, shutting down", sig);
+  (*server)->Shutdown(absl::Seconds(2));
+  return 0;
+}
+
+}  // namespace
+}  // namespace mixnet::control
+
+int main(int argc, char** argv) { return mixnet::control::Main(argc, argv); }

@@ -1,0 +1,389 @@
+// Controller (see controller.h): start-up, registration, reports, watch
+// streams, acks and status. gRPC threads; state under mu_.
+#include "runtime/control/controller.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::control {
+
+class Controller::Watch {
+ public:
+  std::shared_ptr<Session> session;
+  uint64_t gen = 0;
+};
+
+namespace {
+
+std::string DefaultId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat("ctl-", host[0] != '\0' ? host : "unknown", "-", getpid(), "-",
+                      absl::ToUnixMillis(absl::Now()));
+}
+
+int Alpha(const cluster::ClusterSpec& spec) {
+  int alpha = 1;
+  for (const cluster::HostSpec& h : spec.hosts) {
+    int n = 0;
+    for (const cluster::NicSpec& nic : h.nics) n += nic.role == cluster::NicRole::kOcs ? 1 : 0;
+    alpha = std::max(alpha, n);
+  }
+  return alpha;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions options) {
+  if (options.controller_id.empty()) options.controller_id = DefaultId();
+  for (const cluster::OcsSwitchSpec& sw : options.spec.ocs_switches) {
+    auto it = options.switches.find(sw.name);
+    if (it == options.switches.end() || it->second == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("OCS switch ", sw.name,
+                                                     " of the cluster spec has no driver (--ocs ",
+                                                     sw.name, "=TARGET)"));
+    }
+  }
+  for (const auto& [name, driver] : options.switches) {
+    if (options.spec.FindSwitch(name) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OCS switch ", name, " is not in the cluster spec"));
+    }
+  }
+  if (options.prepare_deadline <= absl::ZeroDuration() ||
+      options.commit_deadline <= absl::ZeroDuration() ||
+      options.report_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("controller deadlines and report timeout must be > 0");
+  }
+  ASSIGN_OR_RETURN(planner::ClusterPlanner planner,
+                   planner::ClusterPlanner::Create(options.spec, Alpha(options.spec)));
+  ASSIGN_OR_RETURN(EpochStore store, EpochStore::Open(options.state_dir));
+  ASSIGN_OR_RETURN(const uint64_t persisted, store.Load());
+
+  // What the switches hold now is the committed topology.
+  uint64_t highest = persisted;
+  std::vector<cluster::CircuitSpec> circuits;
+  for (const auto& [name, driver] : options.switches) {
+    absl::StatusOr<SwitchCircuits> sw = driver->GetCircuits(absl::Now() + options.switch_timeout);
+    if (!sw.ok()) {
+      return Annotate(sw.status(), absl::StrCat("OCS switch ", name, " at ", driver->target()));
+    }
+    highest = std::max(highest, sw->highest_epoch);
+    for (const PortPair& p : sw->circuits) {
+      circuits.push_back({name, std::min(p.first, p.second), std::max(p.first, p.second)});
+    }
+    log::Info("controller: switch {} at {}: {} circuits, highest epoch {}", name, driver->target(),
+              sw->circuits.size(), sw->highest_epoch);
+  }
+  if (absl::Status s = cluster::ValidateCircuits(options.spec, circuits); !s.ok()) {
+    return Annotate(s, "the circuits the switches hold now do not fit the cluster spec");
+  }
+  if (absl::StatusOr<std::vector<std::vector<planner::PlannedCircuit>>> split =
+          planner.SplitCircuits(circuits);
+      !split.ok()) {
+    return Annotate(split.status(), "the circuits the switches hold now");
+  }
+  const uint64_t epoch = highest + 1;
+  RETURN_IF_ERROR(store.Save(epoch, options.controller_id));
+  log::Info("controller {}: epoch {} (persisted {}, switches' highest {}), {} circuits, {} regions",
+            options.controller_id, epoch, persisted, highest, circuits.size(),
+            planner.regions().size());
+
+  std::unique_ptr<Controller> c(
+      new Controller(std::move(options), std::move(planner), std::move(store)));
+  for (size_t r = 0; r < c->planner_.regions().size(); ++r) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Predictor> p, MakePredictor(c->opt_.predictor));
+    c->predictors_.push_back(std::move(p));
+    c->accuracy_.push_back(std::make_unique<AccuracyTracker>());
+  }
+  {
+    absl::MutexLock lock(&c->mu_);
+    c->highest_epoch_ = epoch;
+    c->committed_epoch_ = epoch;
+    c->committed_ = std::move(circuits);
+  }
+  c->planner_thread_ = std::thread([p = c.get()] { p->PlannerLoop(); });
+  return c;
+}
+
+Controller::Controller(ControllerOptions options, planner::ClusterPlanner planner, EpochStore store)
+    : opt_(std::move(options)),
+      id_(opt_.controller_id),
+      planner_(std::move(planner)),
+      store_(std::move(store)) {
+  for (const cluster::OcsSwitchSpec& sw : opt_.spec.ocs_switches) {
+    switch_s_ = std::max(switch_s_, sw.switch_ms / 1000.0);
+  }
+  for (const planner::Region& r : planner_.regions()) {
+    regions_.push_back(RegionState{RegionReports(r.input().name, r.input().hosts), 0, 0, 0});
+  }
+}
+
+Controller::~Controller() { Shutdown(); }
+
+void Controller::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_ && !planner_thread_.joinable()) return;
+    shutdown_ = true;
+  }
+  if (planner_thread_.joinable()) planner_thread_.join();
+}
+
+std::string Controller::fenced() const {
+  absl::MutexLock lock(&mu_);
+  return fenced_;
+}
+
+v1::Topology Controller::TopologyProto(uint64_t epoch,
+                                       const std::vector<cluster::CircuitSpec>& circuits) const {
+  v1::Topology t;
+  t.set_epoch(epoch);
+  for (const cluster::CircuitSpec& c : circuits) {
+    v1::Circuit* p = t.add_circuits();
+    p->set_ocs_switch(c.ocs_switch);
+    p->set_port_a(static_cast<uint32_t>(c.port_a));
+    p->set_port_b(static_cast<uint32_t>(c.port_b));
+  }
+  return t;
+}
+
+absl::StatusOr<v1::RegisterResponse> Controller::Register(const v1::RegisterRequest& request) {
+  if (request.worker_id().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Register from host '", request.host(), "': empty worker_id"));
+  }
+  const cluster::HostSpec* host = opt_.spec.FindHost(request.host());
+  if (host == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("Register from worker ", request.worker_id(),
+                                                   ": host '", request.host(),
+                                                   "' is not in the cluster spec"));
+  }
+  for (const v1::Nic& nic : request.nics()) {
+    const cluster::NicSpec* spec_nic = host->FindNic(nic.name());
+    if (spec_nic == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("Register from worker ", request.worker_id(),
+                                                     ": host ", request.host(), " has no NIC '",
+                                                     nic.name(), "' in the cluster spec"));
+    }
+    if (!nic.role().empty() && nic.role() != cluster::NicRoleName(spec_nic->role)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Register from worker ", request.worker_id(), ": NIC ", request.host(), "/",
+                       nic.name(), " is '", nic.role(), "', the spec says '",
+                       std::string(cluster::NicRoleName(spec_nic->role)), "'"));
+    }
+    if (!nic.address().empty() && nic.address() != spec_nic->address) {
+      log::Warn("controller: worker {}: NIC {}/{} has address {}, the spec says {}",
+                request.worker_id(), request.host(), nic.name(), nic.address(), spec_nic->address);
+    }
+  }
+  int region = -1;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    if (regions_[r].reports.HostIndex(request.host()) >= 0) region = static_cast<int>(r);
+  }
+  auto session = std::make_shared<Session>();
+  session->worker_id = request.worker_id();
+  session->host = request.host();
+  session->region = region;
+  v1::RegisterResponse response;
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return absl::UnavailableError("controller is shutting down");
+  // A second registration with the same id replaces the first (its watch
+  // stream ends).
+  if (auto old = sessions_.find(request.worker_id()); old != sessions_.end()) {
+    old->second->watch_gen = 0;
+  }
+  sessions_[request.worker_id()] = session;
+  response.set_region(region >= 0 ? regions_[region].reports.region() : "");
+  response.set_controller_id(id_);
+  *response.mutable_topology() = TopologyProto(committed_epoch_, committed_);
+  log::Info("controller: worker {} registered (host {}, region '{}', {} ranks, installed epoch {})",
+            request.worker_id(), request.host(), response.region(), request.ranks_size(),
+            request.installed_epoch());
+  return response;
+}
+
+std::set<std::string> Controller::ExpectedLocked(int region) const {
+  std::set<std::string> out;
+  for (const auto& [id, s] : sessions_) {
+    if (s->region == region) out.insert(id);
+  }
+  return out;
+}
+
+void Controller::CompleteLocked(int region, CompletedMatrix m) {
+  RegionReports& reports = regions_[region].reports;
+  if (!m.missing.empty()) {
+    log::Warn("controller: region {}: {} iteration {} planned without rows from {}",
+              reports.region(), KeyString(m.key.key), m.key.iteration,
+              absl::StrJoin(m.missing, ", "));
+  }
+  reports.LearnOrder(m.key);
+  Completed c{region, std::move(m), std::nullopt};
+  c.next = reports.NextDispatch(c.m.key.key);
+  completed_.push_back(std::move(c));
+}
+
+absl::Status Controller::Report(const v1::TrafficReport& report) {
+  StepKey key;
+  key.iteration = report.iteration();
+  key.key.layer = report.layer();
+  key.key.micro_batch = report.micro_batch();
+  switch (report.direction()) {
+    case v1::DISPATCH:
+      key.key.direction = Direction::kDispatch;
+      break;
+    case v1::COMBINE:
+      key.key.direction = Direction::kCombine;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
+                                                     ": direction must be DISPATCH or COMBINE"));
+  }
+  if (report.layer() < 0 || report.micro_batch() < 0 || report.iteration() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
+                                                   ": negative iteration, layer or micro_batch"));
+  }
+  const std::vector<std::string> peers(report.peer_hosts().begin(), report.peer_hosts().end());
+  const std::vector<double> bytes(report.bytes().begin(), report.bytes().end());
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(report.worker_id());
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("report from worker ", report.worker_id(), ": not registered"));
+  }
+  const Session& s = *it->second;
+  if (report.host() != s.host) {
+    return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
+                                                   ": host '", report.host(),
+                                                   "', but it registered as host ", s.host));
+  }
+  if (s.region < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
+                                                   ": host ", s.host, " is in no region"));
+  }
+  ASSIGN_OR_RETURN(std::optional<CompletedMatrix> done,
+                   regions_[s.region].reports.Add(s.worker_id, s.host, key, peers, bytes,
+                                                  ExpectedLocked(s.region), absl::Now()));
+  if (done) CompleteLocked(s.region, std::move(*done));
+  return absl::OkStatus();
+}
+
+absl::Status Controller::Ack(const v1::AckTopologyRequest& request) {
+  if (request.phase() != v1::AckTopologyRequest::PREPARED &&
+      request.phase() != v1::AckTopologyRequest::COMMITTED) {
+    return absl::InvalidArgumentError(absl::StrCat("ack from worker ", request.worker_id(),
+                                                   ": phase must be PREPARED or COMMITTED"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (sessions_.count(request.worker_id()) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("ack from worker ", request.worker_id(), ": not registered"));
+  }
+  const bool commit = request.phase() == v1::AckTopologyRequest::COMMITTED;
+  if (!round_ || round_->epoch != request.epoch() || round_->commit_phase != commit) {
+    log::Debug("controller: ack {} epoch {} from worker {} is for no round in progress",
+               commit ? "COMMITTED" : "PREPARED", request.epoch(), request.worker_id());
+    return absl::OkStatus();
+  }
+  if (request.error_code() != 0) {
+    const std::string e =
+        absl::StrCat(request.worker_id(), " (",
+                     absl::StatusCodeToString(static_cast<absl::StatusCode>(request.error_code())),
+                     ": ", request.error_message(), ")");
+    if (commit) {
+      log::Warn("controller: epoch {}: worker {} committed with an error", request.epoch(), e);
+    } else {
+      round_->errors.push_back(e);
+    }
+  }
+  round_->waiting.erase(request.worker_id());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Controller::Watch>> Controller::StartWatch(
+    const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return absl::UnavailableError("controller is shutting down");
+  auto it = sessions_.find(worker_id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("WatchTopology from worker ", worker_id,
+                                            ": not registered (call Register first)"));
+  }
+  auto w = std::make_shared<Watch>();
+  w->session = it->second;
+  w->gen = next_watch_gen_++;
+  it->second->watch_gen = w->gen;  // a previous stream of this worker ends
+  it->second->events.clear();
+  v1::TopologyEvent snapshot;
+  snapshot.set_kind(v1::TopologyEvent::SNAPSHOT);
+  *snapshot.mutable_topology() = TopologyProto(committed_epoch_, committed_);
+  it->second->events.push_back(std::move(snapshot));
+  return w;
+}
+
+Controller::WatchResult Controller::NextEvent(Watch& watch, v1::TopologyEvent* event,
+                                              absl::Duration wait) {
+  Session* s = watch.session.get();
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || s->watch_gen != watch.gen || !s->events.empty();
+  };
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  if (s->watch_gen != watch.gen) return WatchResult::kEnd;
+  if (!s->events.empty()) {
+    *event = std::move(s->events.front());
+    s->events.pop_front();
+    return WatchResult::kEvent;
+  }
+  return shutdown_ ? WatchResult::kEnd : WatchResult::kNone;
+}
+
+void Controller::EndWatch(Watch& watch) {
+  absl::MutexLock lock(&mu_);
+  Session* s = watch.session.get();
+  if (s->watch_gen != watch.gen) return;  // replaced by a newer stream
+  s->watch_gen = 0;
+  auto it = sessions_.find(s->worker_id);
+  if (it != sessions_.end() && it->second.get() == s) {
+    sessions_.erase(it);
+    log::Info("controller: worker {} left (watch stream ended)", s->worker_id);
+  }
+  if (round_ && round_->waiting.erase(s->worker_id) != 0 && !round_->commit_phase) {
+    round_->errors.push_back(absl::StrCat(s->worker_id, " (left: watch stream ended)"));
+  }
+}
+
+void Controller::SendLocked(const std::string& worker_id, v1::TopologyEvent event) {
+  auto it = sessions_.find(worker_id);
+  if (it == sessions_.end() || it->second->watch_gen == 0) return;
+  it->second->events.push_back(std::move(event));
+}
+
+v1::ControllerStatus Controller::GetStatus() const {
+  v1::ControllerStatus st;
+  absl::MutexLock lock(&mu_);
+  st.set_controller_id(id_);
+  *st.mutable_topology() = TopologyProto(committed_epoch_, committed_);
+  st.set_highest_epoch(highest_epoch_);
+  st.set_fenced(fenced_);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    v1::RegionStatus* rs = st.add_regions();
+    rs->set_name(regions_[r].reports.region());
+    for (const std::string& h : regions_[r].reports.hosts()) rs->add_hosts(h);
+    for (const std::string& w : ExpectedLocked(static_cast<int>(r))) rs->add_registered_workers(w);
+    rs->set_rounds_committed(regions_[r].committed);
+    rs->set_rounds_aborted(regions_[r].aborted);
+    rs->set_rounds_skipped(regions_[r].skipped);
+  }
+  return st;
+}
+
+}  // namespace mixnet::control

@@ -1,0 +1,173 @@
+// Controller: the core of mixnet-controller (mixnet.control.v1, see
+// proto/mixnet/control/v1/controller.proto for the protocol). Built from the
+// cluster spec and one SwitchDriver per OCS switch, it serves every region of
+// the spec: it registers workers, assembles each region's traffic matrices
+// from their reports, predicts the next all-to-all, plans circuits
+// (planner::ClusterPlanner), decides whether switching pays and runs the
+// reconfiguration round (PREPARE -> Apply on the switches -> settle ->
+// COMMIT) with a persisted, strictly increasing fencing epoch. See
+// runtime/control/README.md for the planning policy and failure behaviour.
+//
+// The gRPC service (controller_service.h) is a thin adapter over the public
+// methods here, which use the proto messages directly.
+//
+// Threads: the public methods are called from gRPC's threads, concurrently;
+// state is guarded by mu_. One thread of its own, "mx-ctl-planner", expires
+// report timeouts, feeds the predictors, plans and runs the rounds one at a
+// time (predictors and the ClusterPlanner are used only there).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "mixnet/control/v1/controller.pb.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/control/epoch_store.h"
+#include "runtime/control/region_reports.h"
+#include "runtime/control/switch_driver.h"
+#include "runtime/locality/accuracy.h"
+#include "runtime/locality/predictor.h"
+#include "runtime/planner/cluster_planner.h"
+
+namespace mixnet::control {
+
+struct ControllerOptions {
+  cluster::ClusterSpec spec;
+  // One driver per OCS switch of the spec, by switch name.
+  std::map<std::string, std::shared_ptr<SwitchDriver>> switches;
+  std::string state_dir;  // the persisted epoch (required)
+  planner::Algorithm algorithm = planner::Algorithm::kImproved;
+  std::string predictor = "share_trend";  // last | ewma | share_trend
+  absl::Duration prepare_deadline = absl::Milliseconds(2000);
+  absl::Duration commit_deadline = absl::Milliseconds(5000);
+  // A matrix is planned with the rows that came this long after its first.
+  absl::Duration report_timeout = absl::Milliseconds(500);
+  absl::Duration switch_timeout = absl::Seconds(10);  // per switch read / Apply
+  double overlap_s = 0;       // switching time hidden behind compute (DecideOptions)
+  std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
+};
+
+class Controller {
+ public:
+  // Locks and reads the state dir, reads every switch (circuits and highest
+  // epoch), persists epoch max(persisted, switches) + 1 and starts the
+  // planner thread. InvalidArgument for a bad spec / options (a switch
+  // without a driver, a driver for no switch, circuits the spec does not
+  // allow); the switch's or the store's error otherwise.
+  static absl::StatusOr<std::unique_ptr<Controller>> Start(ControllerOptions options);
+  ~Controller();  // Shutdown()
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Ends watch streams, aborts a round in progress (ABORT to its workers)
+  // and joins the planner thread. Idempotent.
+  void Shutdown();
+
+  const std::string& id() const { return id_; }
+
+  // InvalidArgument for an unknown host, an empty worker id or NICs that
+  // contradict the spec.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // One traffic row. NotFound for an unregistered worker; InvalidArgument
+  // for a host other than the worker's, a host in no region, a bad key or a
+  // row whose dimensions or values do not fit the region.
+  absl::Status Report(const v1::TrafficReport& report);
+  absl::Status Ack(const v1::AckTopologyRequest& request);
+  v1::ControllerStatus GetStatus() const;
+
+  // A watch stream: Watch returns a handle whose first event is the
+  // SNAPSHOT; NextEvent waits up to `wait` for the next one.
+  class Watch;
+  enum class WatchResult { kEvent, kNone, kEnd };
+  absl::StatusOr<std::shared_ptr<Watch>> StartWatch(const std::string& worker_id);
+  WatchResult NextEvent(Watch& watch, v1::TopologyEvent* event, absl::Duration wait);
+  // The stream is gone: the worker is deregistered (a round waiting on it
+  // aborts at once).
+  void EndWatch(Watch& watch);
+
+  // Why planning stopped (stale epoch), empty while healthy.
+  std::string fenced() const;
+
+ private:
+  struct Session {
+    std::string worker_id;
+    std::string host;
+    int region = -1;
+    uint64_t watch_gen = 0;  // 0: no watch stream
+    std::deque<v1::TopologyEvent> events;
+  };
+  struct RegionState {
+    RegionReports reports;
+    uint64_t committed = 0, aborted = 0, skipped = 0;
+  };
+  struct Round {
+    uint64_t epoch = 0;
+    bool commit_phase = false;
+    std::set<std::string> waiting;  // acks still missing for the phase
+    std::vector<std::string> errors;
+  };
+  // A completed matrix handed to the planner thread.
+  struct Completed {
+    int region = -1;
+    CompletedMatrix m;
+    std::optional<GateKey> next;  // learned next dispatch key
+  };
+
+  Controller(ControllerOptions options, planner::ClusterPlanner planner, EpochStore store);
+
+  // controller.cc
+  std::set<std::string> ExpectedLocked(int region) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteLocked(int region, CompletedMatrix m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendLocked(const std::string& worker_id, v1::TopologyEvent event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::Topology TopologyProto(uint64_t epoch,
+                             const std::vector<cluster::CircuitSpec>& circuits) const;
+
+  // controller_rounds.cc (planner thread)
+  void PlannerLoop();
+  void PlanAndRun(std::vector<Completed> batch);
+  // Runs one round towards `target` for `regions`; true when committed.
+  bool RunRound(const std::vector<cluster::CircuitSpec>& target, const std::set<int>& regions,
+                const GateKey& key);
+  std::string regions_label(int region) const;
+  void AbortRoundLocked(uint64_t epoch, const std::set<std::string>& to, const std::string& reason,
+                        const std::set<int>& regions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ControllerOptions opt_;
+  const std::string id_;
+  const planner::ClusterPlanner planner_;
+  const EpochStore store_;
+  double switch_s_ = 0;  // slowest switch's switching time
+
+  // Planner thread only.
+  std::vector<std::unique_ptr<Predictor>> predictors_;  // per region
+  std::vector<std::unique_ptr<AccuracyTracker>> accuracy_;
+  std::set<std::string> dirty_switches_;  // may hold something else than committed
+  std::thread planner_thread_;
+
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::string fenced_ ABSL_GUARDED_BY(mu_);
+  uint64_t highest_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t committed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<cluster::CircuitSpec> committed_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::vector<RegionState> regions_ ABSL_GUARDED_BY(mu_);
+  std::deque<Completed> completed_ ABSL_GUARDED_BY(mu_);
+  std::optional<Round> round_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_watch_gen_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace mixnet::control

@@ -1,0 +1,313 @@
+// Controller (see controller.h): the planner thread "mx-ctl-planner" -
+// report timeouts, predictors, planning and the reconfiguration rounds
+// (PREPARE -> Apply -> settle -> COMMIT, or ABORT). One round at a time; the
+// mutex is held only to read or change shared state and to wait for acks.
+#include <pthread.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/log.h"
+#include "runtime/control/controller.h"
+
+namespace mixnet::control {
+namespace {
+
+using CircuitKey = std::tuple<std::string, int, int>;
+
+std::vector<CircuitKey> Normalized(const std::vector<cluster::CircuitSpec>& circuits) {
+  std::vector<CircuitKey> out;
+  for (const cluster::CircuitSpec& c : circuits) {
+    out.emplace_back(c.ocs_switch, std::min(c.port_a, c.port_b), std::max(c.port_a, c.port_b));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::map<std::string, std::vector<PortPair>> BySwitch(const std::vector<CircuitKey>& circuits) {
+  std::map<std::string, std::vector<PortPair>> out;
+  for (const auto& [sw, a, b] : circuits) out[sw].emplace_back(a, b);
+  return out;
+}
+
+void AddCircuit(google::protobuf::RepeatedPtrField<v1::Circuit>* to, const CircuitKey& c) {
+  v1::Circuit* p = to->Add();
+  p->set_ocs_switch(std::get<0>(c));
+  p->set_port_a(static_cast<uint32_t>(std::get<1>(c)));
+  p->set_port_b(static_cast<uint32_t>(std::get<2>(c)));
+}
+
+uint32_t Ms(absl::Duration d) { return static_cast<uint32_t>(absl::ToInt64Milliseconds(d)); }
+
+}  // namespace
+
+void Controller::PlannerLoop() {
+  pthread_setname_np(pthread_self(), "mx-ctl-planner");
+  const absl::Duration tick =
+      std::clamp(opt_.report_timeout / 4, absl::Milliseconds(5), absl::Milliseconds(100));
+  while (true) {
+    std::vector<Completed> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return shutdown_ || !completed_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), tick);
+      if (shutdown_) break;
+      const absl::Time now = absl::Now();
+      for (size_t r = 0; r < regions_.size(); ++r) {
+        for (CompletedMatrix& m : regions_[r].reports.Expire(ExpectedLocked(static_cast<int>(r)),
+                                                             now, opt_.report_timeout)) {
+          CompleteLocked(static_cast<int>(r), std::move(m));
+        }
+      }
+      batch.assign(std::make_move_iterator(completed_.begin()),
+                   std::make_move_iterator(completed_.end()));
+      completed_.clear();
+    }
+    if (!batch.empty()) PlanAndRun(std::move(batch));
+  }
+  for (size_t r = 0; r < accuracy_.size(); ++r) {
+    if (accuracy_[r]->Overall().samples == 0) continue;
+    accuracy_[r]->LogSummary(absl::StrCat("controller: region ", regions_label(static_cast<int>(r)),
+                                          " predictor ", std::string(predictors_[r]->name())));
+  }
+}
+
+void Controller::PlanAndRun(std::vector<Completed> batch) {
+  // Every completed matrix feeds its region's predictor; only the newest
+  // dispatch matrix of each region is planned for (coalescing).
+  std::map<int, const Completed*> newest;
+  for (const Completed& c : batch) {
+    const GateKey& k = c.m.key.key;
+    if (absl::Status s = accuracy_[c.region]->ObserveAndScore(*predictors_[c.region], k.layer,
+                                                              k.direction, c.m.matrix);
+        !s.ok()) {
+      log::Warn("controller: region {}: predictor: {}", regions_label(c.region), s.ToString());
+    }
+    const AccuracyStats all = accuracy_[c.region]->Overall();
+    if (all.samples > 0 && all.samples % 64 == 0) {
+      accuracy_[c.region]->LogSummary(absl::StrCat("controller: region ", regions_label(c.region),
+                                                   " predictor ",
+                                                   std::string(predictors_[c.region]->name())));
+    }
+    if (k.direction == Direction::kDispatch) newest[c.region] = &c;
+  }
+  if (newest.empty()) return;
+  std::vector<cluster::CircuitSpec> current;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!fenced_.empty() || shutdown_) return;
+    current = committed_;
+  }
+  const std::vector<planner::Region>& regions = planner_.regions();
+  std::vector<TrafficMatrix> demands;
+  for (const planner::Region& r : regions) demands.emplace_back(r.hosts());
+  GateKey planned_for;
+  for (const auto& [r, c] : newest) {
+    const GateKey target = c->next.value_or(c->m.key.key);
+    planned_for = target;
+    absl::StatusOr<TrafficMatrix> forecast =
+        predictors_[r]->Predict(target.layer, Direction::kDispatch);
+    demands[r] = forecast.ok() && forecast->hosts() == regions[r].hosts() ? *forecast : c->m.matrix;
+    log::Debug("controller: region {}: planning for {} ({})", regions_label(r), KeyString(target),
+               forecast.ok() ? "forecast" : "last matrix");
+  }
+  planner::PlannerOptions po;
+  po.algorithm = opt_.algorithm;
+  planner::DecideOptions decide;
+  decide.switch_s = switch_s_;
+  decide.overlap_s = opt_.overlap_s;
+  decide.uses = 2;  // combine reuses the dispatch topology
+  absl::StatusOr<planner::ClusterDecision> d = planner_.Plan(demands, current, po, decide);
+  if (!d.ok()) {
+    log::Error("controller: planning failed: {}", d.status().ToString());
+    return;
+  }
+  std::set<int> affected;
+  for (const auto& [r, c] : newest) {
+    const planner::RegionDecision& rd = d->regions[r];
+    if (rd.decision.reconfigure) {
+      affected.insert(r);
+    } else {
+      log::Info(
+          "controller: region {}: no reconfiguration for {} (gain {:.3f} ms <= cost {:.3f} ms)",
+          regions_label(r), KeyString(planned_for), rd.decision.gain_s * 1e3,
+          rd.decision.cost_s * 1e3);
+      absl::MutexLock lock(&mu_);
+      regions_[r].skipped++;
+    }
+  }
+  if (!dirty_switches_.empty()) {
+    // A failed round left switches holding something uncertain: this round
+    // re-asserts the whole topology on them even when nothing else changes.
+    log::Warn("controller: re-applying switch(es) {} left uncertain by a failed round",
+              absl::StrJoin(dirty_switches_, ", "));
+    for (const auto& [r, c] : newest) affected.insert(r);
+  } else {
+    if (affected.empty()) return;
+    if (Normalized(d->circuits) == Normalized(current)) {
+      absl::MutexLock lock(&mu_);
+      for (int r : affected) regions_[r].skipped++;
+      return;
+    }
+  }
+  RunRound(d->circuits, affected, planned_for);
+}
+
+std::string Controller::regions_label(int region) const {
+  return planner_.regions()[region].input().name;
+}
+
+void Controller::AbortRoundLocked(uint64_t epoch, const std::set<std::string>& to,
+                                  const std::string& reason, const std::set<int>& regions) {
+  v1::TopologyEvent ev;
+  ev.set_kind(v1::TopologyEvent::ABORT);
+  ev.mutable_topology()->set_epoch(epoch);
+  ev.set_reason(reason);
+  for (const std::string& w : to) SendLocked(w, ev);
+  for (int r : regions) regions_[r].aborted++;
+  round_.reset();
+  log::Warn("controller: epoch {} aborted: {}", epoch, reason);
+}
+
+bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
+                          const std::set<int>& regions, const GateKey& key) {
+  const std::vector<CircuitKey> target = Normalized(target_specs);
+  uint64_t epoch = 0;
+  std::vector<CircuitKey> current;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return false;
+    epoch = highest_epoch_ + 1;
+    current = Normalized(committed_);
+  }
+  // 1. The new epoch is durable before anyone hears of it.
+  if (absl::Status s = store_.Save(epoch, id_); !s.ok()) {
+    log::Error("controller: cannot persist epoch {}, no round: {}", epoch, s.ToString());
+    return false;
+  }
+  std::string names;
+  for (int r : regions) absl::StrAppend(&names, names.empty() ? "" : ",", regions_label(r));
+  std::set<std::string> participants;
+  {
+    // 2. PREPARE to every watching worker of the affected regions.
+    absl::MutexLock lock(&mu_);
+    highest_epoch_ = epoch;
+    v1::TopologyEvent ev;
+    ev.set_kind(v1::TopologyEvent::PREPARE);
+    ev.mutable_topology()->set_epoch(epoch);
+    for (const CircuitKey& c : target) AddCircuit(ev.mutable_topology()->mutable_circuits(), c);
+    std::vector<CircuitKey> removed, added;
+    std::set_difference(current.begin(), current.end(), target.begin(), target.end(),
+                        std::back_inserter(removed));
+    std::set_difference(target.begin(), target.end(), current.begin(), current.end(),
+                        std::back_inserter(added));
+    for (const CircuitKey& c : removed) AddCircuit(ev.mutable_removed(), c);
+    for (const CircuitKey& c : added) AddCircuit(ev.mutable_added(), c);
+    ev.set_deadline_ms(Ms(opt_.prepare_deadline));
+    ev.set_layer(key.layer);
+    ev.set_direction(v1::DISPATCH);
+    for (const auto& [id, s] : sessions_) {
+      if (regions.count(s->region) != 0 && s->watch_gen != 0) participants.insert(id);
+    }
+    for (const std::string& w : participants) SendLocked(w, ev);
+    round_ = Round{epoch, false, participants, {}};
+    log::Info(
+        "controller: epoch {}: PREPARE region(s) {} for {} ({} removed, {} added, {} workers)",
+        epoch, names, KeyString(key), removed.size(), added.size(), participants.size());
+    // 3. Wait for every PREPARED (an error ack or the deadline aborts).
+    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || round_->waiting.empty() || !round_->errors.empty();
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&done), opt_.prepare_deadline);
+    if (shutdown_ || !round_->errors.empty() || !round_->waiting.empty()) {
+      std::string reason;
+      if (shutdown_) {
+        reason = "controller shutting down";
+      } else if (!round_->errors.empty()) {
+        reason = absl::StrCat("PREPARE failed on worker(s) ", absl::StrJoin(round_->errors, ", "));
+      } else {
+        reason = absl::StrCat("no PREPARED within ", Ms(opt_.prepare_deadline),
+                              " ms from worker(s) ", absl::StrJoin(round_->waiting, ", "));
+      }
+      AbortRoundLocked(epoch, participants, reason, regions);
+      return false;
+    }
+  }
+  // 4. Drive the switches whose circuits change.
+  const auto want = BySwitch(target);
+  const auto have = BySwitch(current);
+  absl::Duration settle = absl::ZeroDuration();
+  std::vector<std::string> applied;
+  for (const auto& [name, driver] : opt_.switches) {
+    static const std::vector<PortPair> kNone;
+    auto w = want.find(name);
+    auto h = have.find(name);
+    const std::vector<PortPair>& wanted = w == want.end() ? kNone : w->second;
+    const std::vector<PortPair>& had = h == have.end() ? kNone : h->second;
+    if (wanted == had && dirty_switches_.count(name) == 0) continue;
+    absl::StatusOr<SwitchApplyResult> r =
+        driver->Apply(epoch, epoch, wanted, absl::Now() + opt_.switch_timeout);
+    applied.push_back(name);
+    if (!r.ok()) {
+      for (const std::string& a : applied) dirty_switches_.insert(a);
+      absl::MutexLock lock(&mu_);
+      std::string reason;
+      if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
+        fenced_ = absl::StrCat(
+            "OCS switch ", name, " at ", driver->target(), " refused epoch ", epoch,
+            " as stale (a controller with a higher epoch drives it): ", r.status().message());
+        reason = fenced_;
+        log::Error("controller {}: FENCED, planning stopped: {}", id_, fenced_);
+      } else {
+        reason = absl::StrCat("OCS switch ", name, " at ", driver->target(),
+                              " failed to apply epoch ", epoch, ": ", r.status().ToString());
+      }
+      AbortRoundLocked(epoch, participants, reason, regions);
+      return false;
+    }
+    const cluster::OcsSwitchSpec* sw = opt_.spec.FindSwitch(name);
+    const absl::Duration left =
+        absl::Microseconds(static_cast<int64_t>(sw->switch_ms * 1000)) - r->backend_time;
+    settle = std::max(settle, left);
+  }
+  for (const std::string& a : applied) dirty_switches_.erase(a);
+  // 5. Settle: the switches' own waits normally cover the switching time.
+  if (settle > absl::ZeroDuration()) absl::SleepFor(settle);
+  // 6. COMMIT and wait (bounded) for the acks.
+  absl::MutexLock lock(&mu_);
+  committed_epoch_ = epoch;
+  committed_ = target_specs;
+  v1::TopologyEvent ev;
+  ev.set_kind(v1::TopologyEvent::COMMIT);
+  *ev.mutable_topology() = TopologyProto(epoch, target_specs);
+  ev.set_deadline_ms(Ms(opt_.commit_deadline));
+  ev.set_layer(key.layer);
+  ev.set_direction(v1::DISPATCH);
+  std::set<std::string> to;
+  for (const auto& [id, s] : sessions_) {
+    if (regions.count(s->region) != 0 && s->watch_gen != 0) to.insert(id);
+  }
+  for (const std::string& w : to) SendLocked(w, ev);
+  for (int r : regions) regions_[r].committed++;
+  round_ = Round{epoch, true, to, {}};
+  log::Info("controller: epoch {}: COMMIT region(s) {} ({} switches changed, {} workers)", epoch,
+            names, applied.size(), to.size());
+  auto acked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || round_->waiting.empty();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&acked), opt_.commit_deadline);
+  if (!round_->waiting.empty() && !shutdown_) {
+    log::Warn("controller: epoch {}: no COMMITTED within {} ms from worker(s) {}", epoch,
+              Ms(opt_.commit_deadline), absl::StrJoin(round_->waiting, ", "));
+  }
+  round_.reset();
+  return true;
+}
+
+}  // namespace mixnet::control

@@ -1,0 +1,185 @@
+// ControllerService / ControllerServer (see controller_service.h). Handlers
+// run on gRPC's threads; Start/Shutdown on the owner's.
+#include "runtime/control/controller_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::control {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+class CallCounter {
+ public:
+  explicit CallCounter(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+  ~CallCounter() { n_.fetch_sub(1); }
+
+ private:
+  std::atomic<int>& n_;
+};
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(absl::StrCat("--ready-file ", tmp), "open");
+  const ssize_t n = write(fd, data.data(), data.size());
+  const int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(data.size())) {
+    return ErrnoStatus(absl::StrCat("--ready-file ", tmp), "write", err);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoStatus(absl::StrCat("--ready-file ", path), "rename");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status ControllerService::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                                         v1::RegisterResponse* response) {
+  CallCounter calls(in_flight_);
+  absl::StatusOr<v1::RegisterResponse> r = c_->Register(*request);
+  if (!r.ok()) return ToGrpc(r.status());
+  *response = std::move(*r);
+  return grpc::Status::OK;
+}
+
+void ControllerService::CancelStreams() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  for (grpc::ServerContext* ctx : report_streams_) ctx->TryCancel();
+}
+
+grpc::Status ControllerService::ReportTraffic(grpc::ServerContext* context,
+                                              grpc::ServerReader<v1::TrafficReport>* reader,
+                                              v1::ReportTrafficResponse* response) {
+  CallCounter calls(in_flight_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller is shutting down");
+    report_streams_.insert(context);
+  }
+  v1::TrafficReport report;
+  uint64_t accepted = 0;
+  grpc::Status status = grpc::Status::OK;
+  while (reader->Read(&report)) {
+    if (absl::Status s = c_->Report(report); !s.ok()) {
+      status = ToGrpc(s);
+      break;
+    }
+    ++accepted;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    report_streams_.erase(context);
+  }
+  response->set_reports_accepted(accepted);
+  return status;
+}
+
+grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,
+                                              const v1::WatchTopologyRequest* request,
+                                              grpc::ServerWriter<v1::TopologyEvent>* writer) {
+  CallCounter calls(in_flight_);
+  absl::StatusOr<std::shared_ptr<Controller::Watch>> w = c_->StartWatch(request->worker_id());
+  if (!w.ok()) return ToGrpc(w.status());
+  v1::TopologyEvent ev;
+  while (true) {
+    const Controller::WatchResult r = c_->NextEvent(**w, &ev, absl::Milliseconds(100));
+    if (r == Controller::WatchResult::kEnd) break;
+    if (r == Controller::WatchResult::kEvent && !writer->Write(ev)) break;
+    if (context->IsCancelled()) break;
+  }
+  c_->EndWatch(**w);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControllerService::AckTopology(grpc::ServerContext*,
+                                            const v1::AckTopologyRequest* request,
+                                            v1::AckTopologyResponse*) {
+  CallCounter calls(in_flight_);
+  return ToGrpc(c_->Ack(*request));
+}
+
+grpc::Status ControllerService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+                                          v1::ControllerStatus* response) {
+  CallCounter calls(in_flight_);
+  *response = c_->GetStatus();
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
+    std::unique_ptr<Controller> controller, const ServerOptions& options) {
+  if (options.listen.empty() || options.listen == "unix:") {
+    return absl::InvalidArgumentError("--listen: expected HOST:PORT or unix:/path");
+  }
+  if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
+  }
+  std::unique_ptr<ControllerServer> s(new ControllerServer());
+  s->controller_ = std::move(controller);
+  s->service_ = std::make_unique<ControllerService>(s->controller_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || port == 0) {
+    s->server_.reset();
+    s->controller_->Shutdown();
+    return absl::UnavailableError(absl::StrCat("mixnet-controller: cannot listen on ",
+                                               options.listen,
+                                               " (address in use, bad path, or no permission)"));
+  }
+  if (absl::StartsWith(options.listen, "unix:")) {
+    s->address_ = options.listen;
+  } else {
+    s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port);
+  }
+  log::Info("mixnet-controller {}: listening on {}", s->controller_->id(), s->address_);
+  if (!options.ready_file.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomically(options.ready_file, s->address_ + "\n"));
+    s->ready_file_ = options.ready_file;
+  }
+  return s;
+}
+
+ControllerServer::~ControllerServer() { Shutdown(absl::Seconds(1)); }
+
+void ControllerServer::Shutdown(absl::Duration grace) {
+  if (stopped_) return;
+  stopped_ = true;
+  controller_->Shutdown();
+  if (server_ == nullptr) return;  // never listened
+  service_->CancelStreams();
+  // Watch streams end within their 100 ms poll; running unary calls get the
+  // grace period. gRPC's own graceful shutdown would also wait for idle
+  // client connections, so the server is then stopped at once.
+  const absl::Time deadline = absl::Now() + grace;
+  while (service_->InFlight() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (service_->InFlight() > 0) {
+    log::Warn("mixnet-controller: {} calls still running after {}; cancelling them",
+              service_->InFlight(), absl::FormatDuration(grace));
+  }
+  server_->Shutdown(absl::ToChronoTime(absl::Now()));
+  server_->Wait();
+  if (!ready_file_.empty()) unlink(ready_file_.c_str());
+  log::Info("mixnet-controller: server stopped");
+}
+
+}  // namespace mixnet::control

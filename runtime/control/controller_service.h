@@ -1,0 +1,86 @@
+// The mixnet.control.v1.Controller gRPC service over a Controller
+// (controller.h), and ControllerServer: the service behind a gRPC server
+// listening on host:port (port 0: ephemeral) or unix:/path, plaintext (keep
+// it on loopback, a unix socket or a trusted control network). Once serving,
+// the actual address is written atomically to ready_file when one is given;
+// the file is removed at clean shutdown.
+//
+// Threading: Start/Shutdown from the owner's thread; handlers on gRPC's
+// sync-server threads. Watch streams poll for events every 100 ms so they
+// notice cancellation and shutdown; Shutdown never waits on a client.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "mixnet/control/v1/controller.grpc.pb.h"
+#include "runtime/control/controller.h"
+
+namespace mixnet::control {
+
+class ControllerService final : public v1::Controller::Service {
+ public:
+  explicit ControllerService(Controller* controller) : c_(controller) {}
+  int InFlight() const { return in_flight_.load(); }
+  // Cancels the report streams running now and refuses new ones (at
+  // shutdown: a worker's report stream stays open for its whole run).
+  void CancelStreams();
+
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status ReportTraffic(grpc::ServerContext* context,
+                             grpc::ServerReader<v1::TrafficReport>* reader,
+                             v1::ReportTrafficResponse* response) override;
+  grpc::Status WatchTopology(grpc::ServerContext* context, const v1::WatchTopologyRequest* request,
+                             grpc::ServerWriter<v1::TopologyEvent>* writer) override;
+  grpc::Status AckTopology(grpc::ServerContext* context, const v1::AckTopologyRequest* request,
+                           v1::AckTopologyResponse* response) override;
+  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
+                         v1::ControllerStatus* response) override;
+
+ private:
+  Controller* const c_;
+  std::atomic<int> in_flight_{0};
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ServerContext*> report_streams_ ABSL_GUARDED_BY(mu_);
+};
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50561";  // host:port or unix:/path
+  std::string ready_file;
+};
+
+class ControllerServer {
+ public:
+  // Serves `controller` (owned from now on). Unavailable naming the address
+  // when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(
+      std::unique_ptr<Controller> controller, const ServerOptions& options);
+  ~ControllerServer();
+
+  const std::string& address() const { return address_; }
+  Controller& controller() { return *controller_; }
+
+  // Stops the controller (streams end, a round in progress aborts), lets
+  // running calls finish within `grace`, then stops the server. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+
+ private:
+  ControllerServer() = default;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<ControllerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::string ready_file_;
+  bool stopped_ = false;
+};
+
+}  // namespace mixnet::control

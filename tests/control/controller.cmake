@@ -1,0 +1,24 @@
+# Controller tests (issue 5): in-process controller + sim OCS daemons + fake
+# workers; restart / fencing; the mixnet-controller binary. Label cpu.
+set(_ctl_test_libs mixnet_control_controller mixnet_ocs_switch_driver mixnet_ocs_service
+  mixnet_ocs_sim nlohmann_json::nlohmann_json)
+mixnet_add_test(NAME controller_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)
+mixnet_add_test(NAME controller_restart_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_restart_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)
+target_compile_definitions(controller_restart_test PRIVATE
+  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+add_dependencies(controller_restart_test mixnet-controller)
+if(TARGET mixnet_control_worker)
+  mixnet_add_test(NAME controller_agent_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_agent_test.cc
+    LIBS ${_ctl_test_libs} mixnet_control_worker
+    LABELS cpu
+    TIMEOUT 120)
+endif()
