@@ -4,19 +4,16 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/collectives/alltoall_internal.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::collectives {
 namespace {
 
-constexpr uint64_t kTagCounts = 1;
-constexpr uint64_t kTagData = 2;
+using internal::CountPair;
+using internal::kTagCounts;
+using internal::kTagData;
 constexpr size_t kAlign = 4096;
-
-struct CountPair {
-  uint64_t sends;    // bytes this rank sends to the peer
-  uint64_t expects;  // bytes this rank expects from the peer
-};
 
 absl::Status CheckSide(const char* side, const void* buf, size_t buf_bytes,
                        absl::Span<const size_t> counts, absl::Span<const size_t> displs, int n) {
@@ -79,6 +76,8 @@ absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& a) {
                      " bytes to itself but expects ", a.recv_counts[me]));
   }
   const uint64_t tag = comm.NextCollectiveTag();
+  // Pairs that circuits may join agree on their direct paths per call.
+  if (comm.any_dynamic()) return internal::AlltoallvDynamic(comm, a, tag);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
 

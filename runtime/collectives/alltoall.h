@@ -1,7 +1,11 @@
 // All-to-all collectives over a Communicator. Every peer progresses at once
 // (all receives posted, then all sends, then one wait), and each peer's bytes
 // are split across the paths the router chose for that peer (direct circuits
-// striped by link speed, else EPS). Called from the communicator's caller thread.
+// striped by link speed, else EPS). Pairs whose direct paths follow the
+// topology first agree per call on the direct paths both ends consider usable,
+// and re-send over EPS, exactly once, what a dying circuit lost (protocol and
+// tag layout: alltoall_internal.h, alltoall_dynamic.cc). Called from the
+// communicator's caller thread.
 //
 // Counts and displacements are in bytes. Ranks exchange their counts with each
 // call, so a mismatch (rank i sends n bytes to j, j expects m) is an

@@ -1,6 +1,7 @@
 // Communicator set-up: rendezvous, route table, devices, connections (see communicator.h).
 #include "runtime/collectives/communicator.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -15,6 +16,53 @@ namespace mixnet::collectives {
 namespace {
 
 std::string RankKey(int rank) { return absl::StrCat("mixnet/rank/", rank); }
+
+}  // namespace
+
+// ---- DirectLink ----
+
+DirectLink::DirectLink(router::Path path, int peer, uint64_t id, uint64_t epoch,
+                       std::unique_ptr<transport::Connection> connection)
+    : path_(std::move(path)),
+      peer_(peer),
+      id_(id),
+      epoch_(epoch),
+      connection_(std::move(connection)) {}
+
+DirectLink::~DirectLink() { Kill(absl::CancelledError("direct link released")); }
+
+bool DirectLink::usable() const {
+  absl::MutexLock lock(&mu_);
+  return dead_.ok() && connection_ != nullptr && connection_->health().ok();
+}
+
+void DirectLink::Kill(const absl::Status& why) {
+  std::unique_ptr<transport::Connection> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (dead_.ok()) dead_ = why.ok() ? absl::CancelledError("direct link closed") : why;
+    doomed = std::move(connection_);
+  }
+  // Destroyed outside the lock: this waits for the progress thread, after
+  // which the transport touches no user buffer and pending requests fail.
+  doomed.reset();
+}
+
+absl::StatusOr<std::unique_ptr<transport::Request>> DirectLink::Isend(const void* buf, size_t len,
+                                                                      uint64_t tag) {
+  absl::MutexLock lock(&mu_);
+  if (connection_ == nullptr) return dead_;
+  return connection_->Isend(buf, len, tag);
+}
+
+absl::StatusOr<std::unique_ptr<transport::Request>> DirectLink::Irecv(void* buf, size_t len,
+                                                                      uint64_t tag) {
+  absl::MutexLock lock(&mu_);
+  if (connection_ == nullptr) return dead_;
+  return connection_->Irecv(buf, len, tag);
+}
+
+namespace {
 
 // A connection id both ends derive alike: the pair of ranks and the path index.
 uint64_t ConnectionId(int a, int b, size_t path) {
@@ -51,7 +99,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorO
 }
 
 Communicator::~Communicator() {
-  peers_.clear();  // connections before their devices
+  std::vector<DirectLinks> links;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    links.swap(links_);
+    transfer_links_.clear();
+  }
+  links.clear();  // connections before their devices
+  peers_.clear();
   devices_.clear();
 }
 
@@ -82,29 +137,59 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     return absl::InvalidArgumentError(
         "communicator: a cluster spec was given but not this rank's host (set MIXNET_HOST)");
   }
-  const cluster::ClusterSpec& spec = *o.spec;
+  spec_ = *o.spec;
+  host_ = o.host;
+  transport_ = o.transport;
+  connect_timeout_ = o.connect_timeout;
+  const cluster::ClusterSpec& spec = spec_;
   router::Topology topology = o.topology.value_or(router::Topology{0, spec.circuits});
   ASSIGN_OR_RETURN(routes_, router::BuildRouteTable(spec, topology, o.host));
+  const cluster::HostSpec* local = spec.FindHost(o.host);
+  if (local == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": host '", o.host, "' is not in the cluster spec"));
+  }
 
-  // One device per local NIC that some route leaves through.
-  std::map<std::string, transport::Device*> nic_device;
+  // One device per NIC of the host, EPS and OCS (circuits may reach an OCS
+  // NIC later), route NICs first. OCS devices report failures to
+  // OnDirectFailure and detect stalls; EPS failures abort the communicator.
+  auto open_nic = [&](const std::string& nic, const std::string& address,
+                      bool ocs) -> absl::Status {
+    if (nic_device_.count(nic)) return absl::OkStatus();
+    transport::DeviceOptions d = o.device_options;
+    d.bind_address = address;
+    d.ifname.clear();  // resolved from the address, so spec NIC names may be symbolic
+    if (ocs) {
+      d.on_failure = [this](const absl::Status& s) { OnDirectFailure(s); };
+      if (d.stall_timeout == absl::ZeroDuration()) {
+        d.stall_timeout = absl::Milliseconds(std::max<int64_t>(0, GetSettings().path_stall_ms));
+      }
+    } else {
+      d.on_failure = [this](const absl::Status& s) { OnTransportFailure(s); };
+    }
+    absl::StatusOr<std::unique_ptr<transport::Device>> dev =
+        transport::CreateDevice(o.transport, d);
+    if (!dev.ok()) {
+      return Annotate(dev.status(),
+                      absl::StrCat("rank ", rank_, ": opening ", o.transport, " device on NIC ",
+                                   nic, " (", address, ") of host ", o.host));
+    }
+    nic_device_[nic] = dev->get();
+    devices_.push_back(*std::move(dev));
+    return absl::OkStatus();
+  };
   for (const auto& [peer_host, paths] : routes_.all()) {
     for (const router::Path& p : paths) {
-      if (nic_device.count(p.local_nic)) continue;
-      transport::DeviceOptions d = o.device_options;
-      d.bind_address = p.local_address;
-      d.ifname.clear();  // resolved from the address, so spec NIC names may be symbolic
-      d.on_failure = [this](const absl::Status& s) { OnTransportFailure(s); };
-      absl::StatusOr<std::unique_ptr<transport::Device>> dev =
-          transport::CreateDevice(o.transport, d);
-      if (!dev.ok()) {
-        return Annotate(dev.status(),
-                        absl::StrCat("rank ", rank_, ": opening ", o.transport, " device on NIC ",
-                                     p.local_nic, " (", p.local_address, ") of host ", o.host));
-      }
-      nic_device[p.local_nic] = dev->get();
-      devices_.push_back(*std::move(dev));
+      RETURN_IF_ERROR(open_nic(p.local_nic, p.local_address, p.kind == router::PathKind::kOcs));
     }
+  }
+  for (const auto& [peer_host, paths] : routes_.all()) {
+    for (const router::Path& p : routes_.EpsPathsTo(peer_host)) {
+      RETURN_IF_ERROR(open_nic(p.local_nic, p.local_address, false));
+    }
+  }
+  for (const cluster::NicSpec& nic : local->nics) {
+    RETURN_IF_ERROR(open_nic(nic.name, nic.address, nic.role == cluster::NicRole::kOcs));
   }
 
   // Publish who we are and where we listen; learn the same of everyone.
@@ -112,10 +197,11 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   me["host"] = o.host;
   me["world_size"] = world_size_;
   me["transport"] = o.transport;
-  for (const auto& [nic, dev] : nic_device) me["nics"][nic] = dev->address();
+  for (const auto& [nic, dev] : nic_device_) me["nics"][nic] = dev->address();
   RETURN_IF_ERROR(o.store->Set(RankKey(rank_), me.dump()));
   std::vector<nlohmann::json> info(world_size_);
   hosts_.resize(world_size_);
+  nic_addresses_.resize(world_size_);
   for (int r = 0; r < world_size_; ++r) {
     absl::StatusOr<std::string> v = o.store->Get(RankKey(r), o.connect_timeout);
     if (!v.ok()) {
@@ -141,34 +227,70 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", r, " is on host '", hosts_[r], "', which the cluster spec lacks"));
     }
+    if (info[r].contains("nics") && info[r]["nics"].is_object()) {
+      for (const auto& [nic, addr] : info[r]["nics"].items()) {
+        if (addr.is_string()) nic_addresses_[r][nic] = addr.get<std::string>();
+      }
+    }
+  }
+
+  // Which pairs follow the topology: different hosts of one region (or
+  // regionless), both with EPS and OCS NICs.
+  auto has_role = [](const cluster::HostSpec& h, cluster::NicRole role) {
+    for (const cluster::NicSpec& n : h.nics) {
+      if (n.role == role) return true;
+    }
+    return false;
+  };
+  dynamic_.assign(world_size_, false);
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_ || hosts_[r] == o.host) continue;
+    const cluster::HostSpec* peer = spec.FindHost(hosts_[r]);
+    bool same_region =
+        local->region.empty() || peer->region.empty() || local->region == peer->region;
+    dynamic_[r] = same_region && has_role(*local, cluster::NicRole::kOcs) &&
+                  has_role(*peer, cluster::NicRole::kOcs) && !routes_.EpsPathsTo(hosts_[r]).empty();
+    any_dynamic_ |= dynamic_[r];
   }
 
   // Connect: dial every higher rank first, then accept every lower one, so no
   // rank waits on a rank that is itself waiting.
   peers_.resize(world_size_);
   auto connect_peer = [&](int peer, bool initiator) -> absl::Status {
-    const std::vector<router::Path>& paths = routes_.PathsTo(hosts_[peer]);
+    const std::vector<router::Path>& paths =
+        dynamic_[peer] ? routes_.EpsPathsTo(hosts_[peer]) : routes_.PathsTo(hosts_[peer]);
     for (size_t i = 0; i < paths.size(); ++i) {
       const router::Path& p = paths[i];
-      const nlohmann::json& nics = info[peer]["nics"];
-      if (!nics.contains(p.remote_nic)) {
+      auto addr = nic_addresses_[peer].find(p.remote_nic);
+      if (addr == nic_addresses_[peer].end()) {
         return absl::InternalError(absl::StrCat(PeerName(peer), " has no device on NIC ",
                                                 p.remote_nic, " that rank ", rank_,
                                                 "'s route expects"));
       }
       transport::ConnectOptions c;
-      c.remote_address = nics[p.remote_nic].get<std::string>();
+      c.remote_address = addr->second;
       c.connection_id = ConnectionId(rank_, peer, i);
       c.initiator = initiator;
       c.peer_name = absl::StrCat(PeerName(peer), " via ", p.local_nic, "->", p.remote_nic);
       c.timeout = o.connect_timeout;
-      ASSIGN_OR_RETURN(auto conn, nic_device[p.local_nic]->Connect(c));
+      ASSIGN_OR_RETURN(auto conn, nic_device_[p.local_nic]->Connect(c));
       peers_[peer].push_back(PeerPath{p, std::move(conn)});
     }
     return absl::OkStatus();
   };
   for (int peer = rank_ + 1; peer < world_size_; ++peer) RETURN_IF_ERROR(connect_peer(peer, true));
   for (int peer = 0; peer < rank_; ++peer) RETURN_IF_ERROR(connect_peer(peer, false));
+
+  // The initial circuits' direct links (the same dial-first order).
+  std::vector<DirectLinks> made;
+  RETURN_IF_ERROR(
+      ConnectDirect(routes_, topology.epoch, {}, &made, absl::Now() + o.connect_timeout));
+  {
+    absl::MutexLock lock(&topo_mu_);
+    links_ = std::move(made);
+    installed_epoch_ = topology.epoch;
+    installed_keys_ = DirectKeys(routes_);
+  }
   log::Debug("rank {} on {}: connected to {} peers over {} devices", rank_, o.host, world_size_ - 1,
              devices_.size());
   return absl::OkStatus();
@@ -204,7 +326,21 @@ void Communicator::Abort(const absl::Status& status) {
     if (failure_.ok()) failure_ = status;
     failed_.store(true);
   }
+  std::vector<DirectLinks> links;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    links.swap(links_);
+    links_.resize(world_size_);
+  }
+  for (auto& per_peer : links) {
+    for (auto& l : per_peer) l->Kill(status);
+  }
   for (auto& paths : peers_) paths.clear();
+}
+
+void Communicator::OnDirectFailure(const absl::Status& status) {
+  log::Info("rank {}: direct path failed; its bytes go over EPS: {}", rank_, status.ToString());
+  links_dirty_.store(true);
 }
 
 absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Request>>& requests,

@@ -1,18 +1,32 @@
 // Communicator: one rank's view of a job. It learns where every rank lives
 // (rendezvous store), builds the route table for its host (router v1), opens
-// one transport Device per local NIC the routes use, and connects one
-// Connection per (peer, path). Collectives are free functions over it
-// (alltoall.h, sync.h).
+// one transport Device per local NIC (EPS and OCS, so later circuits can be
+// connected), and connects one Connection per (peer, path). Collectives are
+// free functions over it (alltoall.h, sync.h).
+//
+// Pairs of ranks come in two kinds:
+//  - static pairs (same host, a host without OCS or EPS NIC, different
+//    regions): their paths are the route table's, fixed for the communicator's
+//    life; every failure is fatal.
+//  - dynamic pairs (hosts that circuits may join): fixed EPS paths, plus a set
+//    of DirectLinks (one per circuit, made at the epoch it appeared) that
+//    follows the topology (Prepare/Commit/Abort, topology_follower.h). A direct
+//    link that fails is dropped (its bytes go over EPS, see alltoall.h); it
+//    never aborts the communicator.
 //
 // Threads: a Communicator is used by one caller thread at a time (like an
-// NCCL communicator); its devices run their own progress threads. After a
+// NCCL communicator); its devices run their own progress threads; a
+// WorkerAgent thread may call Prepare/Commit/Abort at any time. After a
 // collective fails the communicator is aborted: every later call returns the
 // first error.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +36,7 @@
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/rendezvous/store.h"
 #include "runtime/router/route_table.h"
+#include "runtime/router/topology_follower.h"
 #include "runtime/transport/transport.h"
 
 namespace mixnet::collectives {
@@ -55,19 +70,88 @@ struct PeerPath {
   std::unique_ptr<transport::Connection> connection;
 };
 
-class Communicator {
+// A direct (OCS) connection to one peer rank over one circuit, made at one
+// epoch. Shared by the communicator's installed set and by the collectives
+// that picked it when they started; the connection lives until Kill or until
+// the last holder lets go. Thread-safe.
+class DirectLink {
+ public:
+  DirectLink(router::Path path, int peer, uint64_t id, uint64_t epoch,
+             std::unique_ptr<transport::Connection> connection);
+  ~DirectLink();
+  const router::Path& path() const { return path_; }
+  int peer() const { return peer_; }
+  // Unique per (rank pair, NIC pair, epoch made); both ends derive the same.
+  uint64_t id() const { return id_; }
+  uint64_t epoch() const { return epoch_; }
+  // Not dead, and its connection reports no error.
+  bool usable() const;
+  // Marks the link dead and destroys its connection (which waits for the
+  // transport's progress thread), so nothing more lands in user buffers;
+  // requests still pending on it fail. Idempotent.
+  void Kill(const absl::Status& why);
+  absl::StatusOr<std::unique_ptr<transport::Request>> Isend(const void* buf, size_t len,
+                                                            uint64_t tag);
+  absl::StatusOr<std::unique_ptr<transport::Request>> Irecv(void* buf, size_t len, uint64_t tag);
+
+ private:
+  const router::Path path_;
+  const int peer_;
+  const uint64_t id_;
+  const uint64_t epoch_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<transport::Connection> connection_ ABSL_GUARDED_BY(mu_);
+  absl::Status dead_ ABSL_GUARDED_BY(mu_);
+};
+using DirectLinks = std::vector<std::shared_ptr<DirectLink>>;
+
+class Communicator : public router::TopologyFollower {
  public:
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(CommunicatorOptions options);
-  ~Communicator();
+  ~Communicator() override;
+
+  // TopologyFollower (communicator_topology.cc); any thread.
+  absl::Status Prepare(const router::Topology& target, absl::Time deadline) override;
+  absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
+  void Abort(uint64_t epoch) override;
+  uint64_t installed_epoch() const override;
 
   int rank() const { return rank_; }
   int size() const { return world_size_; }
   absl::Duration timeout() const { return timeout_; }
   const std::string& host_of(int rank) const { return hosts_[rank]; }
+  // The route table the communicator was created with (epoch of creation).
   const router::RouteTable& routes() const { return routes_; }
-  // Paths to `peer` (empty for self), in route-table order; both ends list the
-  // same physical paths in the same order.
+  // Fixed paths to `peer` (empty for self), in route-table order; both ends
+  // list the same physical paths in the same order. Static pairs: the route
+  // table's paths; dynamic pairs: the EPS paths.
   std::vector<PeerPath>& paths_to(int peer) { return peers_[peer]; }
+  // Whether circuits may join this rank and `peer` (see the top of the file).
+  bool dynamic(int peer) const { return dynamic_[peer]; }
+  bool any_dynamic() const { return any_dynamic_; }
+
+  // For a transfer starting now: per peer, the direct links this rank
+  // considers usable (installed, alive, allowed by a pending Prepare), in id
+  // order, at most `max_per_peer` each. Offering and registering happen under
+  // one lock, so a Prepare either sees the transfer or restricts its offer.
+  // EndTransfer lets go; Prepare waits for transfers that offered more.
+  std::vector<DirectLinks> BeginTransfer(size_t max_per_peer);
+  void EndTransfer();
+  // What BeginTransfer would offer `peer` now, without registering.
+  DirectLinks OfferDirect(int peer);
+  // Whether a collective of this communicator is between Begin/EndTransfer.
+  bool transfer_active() const;
+  // Test hook: kills the first installed direct link to `peer` (as a failing
+  // circuit would, seen from this end only). False when there is none.
+  bool TestOnlyKillDirectLink(int peer);
+  // Installed direct links to `peer` (alive or not), for tests and tools.
+  DirectLinks InstalledDirect(int peer);
+  // Counters (any thread): bytes this rank sent over direct links, and pieces
+  // it re-sent over EPS because a direct path lost them.
+  uint64_t direct_bytes_sent() const { return direct_bytes_sent_.load(); }
+  uint64_t pieces_resent() const { return pieces_resent_.load(); }
+  void CountDirectBytes(uint64_t n) { direct_bytes_sent_.fetch_add(n); }
+  void CountResent() { pieces_resent_.fetch_add(1); }
   std::string PeerName(int peer) const;
 
   // Tag base for the next collective call; every rank calls collectives in the
@@ -79,6 +163,8 @@ class Communicator {
   // Records `status` (first one wins) and closes every connection, so no
   // transport touches user buffers after the failing call returns.
   void Abort(const absl::Status& status);
+  // A direct link failed on a progress thread: reap dead links lazily.
+  void OnDirectFailure(const absl::Status& status);
   // For a collective that hit `status`: when it is a peer's orderly close,
   // waits briefly for the root cause (a rank that died) to surface; then
   // aborts and returns the error to report.
@@ -94,19 +180,60 @@ class Communicator {
   Communicator() = default;
   absl::Status Init(CommunicatorOptions& options);
   void OnTransportFailure(const absl::Status& status);
+  // Connects a direct link over each circuit of `table` (to a dynamic peer)
+  // whose CircuitKey is not in `skip`, dialling higher ranks first, then
+  // accepting lower ones. Links that cannot be made are left out; the first
+  // error is returned. `made` gets one list per peer.
+  absl::Status ConnectDirect(const router::RouteTable& table, uint64_t epoch,
+                             const std::set<std::string>& skip, std::vector<DirectLinks>* made,
+                             absl::Time deadline);
+  // CircuitKeys of the direct paths of `table` to dynamic peers' hosts.
+  std::set<std::string> DirectKeys(const router::RouteTable& table) const;
+  bool Allowed(const DirectLink& link) const ABSL_SHARED_LOCKS_REQUIRED(topo_mu_);
+  // Drops `peer`'s dead links into `dead`; returns the usable, allowed ones.
+  DirectLinks ReapAndOffer(int peer, DirectLinks* dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(topo_mu_);
 
   int rank_ = 0;
   int world_size_ = 1;
   absl::Duration timeout_;
+  absl::Duration connect_timeout_;
+  std::string transport_;
+  cluster::ClusterSpec spec_;
+  std::string host_;
   std::vector<std::string> hosts_;
+  // Every rank's NIC name -> device address.
+  std::vector<std::map<std::string, std::string>> nic_addresses_;
   router::RouteTable routes_;
   std::vector<std::unique_ptr<transport::Device>> devices_;
+  std::map<std::string, transport::Device*> nic_device_;
   std::vector<std::vector<PeerPath>> peers_;
+  std::vector<bool> dynamic_;
+  bool any_dynamic_ = false;
   uint64_t collective_seq_ = 0;
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> failed_{false};
+
+  // Topology state (Prepare/Commit/Abort against OfferDirect/BeginTransfer).
+  absl::Mutex commit_mu_;  // one Commit at a time
+  mutable absl::Mutex topo_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
+  uint64_t installed_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
+  std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);  // per peer, id order
+  // While a Prepare is pending: its epoch and the NIC pairs ("local>remote"
+  // per peer host) of the target's circuits; only links over those are offered.
+  std::set<std::string> installed_keys_ ABSL_GUARDED_BY(topo_mu_);  // CircuitKeys
+  bool restricted_ ABSL_GUARDED_BY(topo_mu_) = false;
+  uint64_t restrict_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
+  std::set<std::string> allowed_ ABSL_GUARDED_BY(topo_mu_);
+  bool transfer_active_ ABSL_GUARDED_BY(topo_mu_) = false;
+  DirectLinks transfer_links_ ABSL_GUARDED_BY(topo_mu_);
+  std::atomic<bool> links_dirty_{false};
+  std::atomic<uint64_t> direct_bytes_sent_{0};
+  std::atomic<uint64_t> pieces_resent_{0};
 };
+
+// "<peer host>|<local nic>><remote nic>": the circuit a direct path uses.
+std::string CircuitKey(const router::Path& path, const std::string& peer_host);
 
 }  // namespace mixnet::collectives

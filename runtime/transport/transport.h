@@ -94,6 +94,10 @@ struct DeviceOptions {
   int ib_gid_index = 0;
   // Invoked once per connection that fails.
   FailureCallback on_failure;
+  // Stall detection (zero: off). TCP: TCP_USER_TIMEOUT plus keepalive probes
+  // derived from it, so a connection whose path goes dark (a cut circuit)
+  // fails on both ends within about this time, even when idle.
+  absl::Duration stall_timeout = absl::ZeroDuration();
 };
 
 // One local NIC. Owns the progress thread and the listening endpoint.

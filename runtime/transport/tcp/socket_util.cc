@@ -11,7 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -201,12 +203,31 @@ absl::StatusOr<int> ConnectTo(const SocketAddress& remote, const std::string& bi
   }
 }
 
-absl::Status ConfigureDataSocket(int fd, size_t buffer_bytes) {
+absl::Status ConfigureDataSocket(int fd, size_t buffer_bytes, absl::Duration stall_timeout) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
     return ErrnoStatus("data socket", "setsockopt(TCP_NODELAY)");
   }
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  if (stall_timeout > absl::ZeroDuration()) {
+    // Unacknowledged data (or unanswered keepalive probes) for longer than
+    // the user timeout kills the connection (ETIMEDOUT). Keepalive is what
+    // makes an idle receiver notice: probe after about a third of the stall
+    // time, then every sixth (whole seconds, at least 1).
+    const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(stall_timeout));
+    const unsigned int user_ms = static_cast<unsigned int>(std::min<int64_t>(ms, INT32_MAX));
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) != 0) {
+      return ErrnoStatus("data socket", "setsockopt(TCP_USER_TIMEOUT)");
+    }
+    const int idle = static_cast<int>(std::max<int64_t>(1, ms / 3000));
+    const int intvl = static_cast<int>(std::max<int64_t>(1, ms / 6000));
+    const int cnt = static_cast<int>(std::max<int64_t>(1, (ms / 1000 - idle) / intvl));
+    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0) {
+      return ErrnoStatus("data socket", "setsockopt(TCP_KEEPIDLE/KEEPINTVL/KEEPCNT)");
+    }
+  }
   if (buffer_bytes > 0) {
     int b = static_cast<int>(buffer_bytes);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));

@@ -43,8 +43,13 @@ absl::StatusOr<SocketAddress> LocalAddress(int fd);
 absl::StatusOr<int> ConnectTo(const SocketAddress& remote, const std::string& bind_ip,
                               const std::string& ifname, absl::Duration timeout);
 
-// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF, keepalive, O_NONBLOCK.
-absl::Status ConfigureDataSocket(int fd, size_t buffer_bytes);
+// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF, keepalive, O_NONBLOCK. A non-zero
+// `stall_timeout` also sets TCP_USER_TIMEOUT to it and keepalive probes
+// (TCP_KEEPIDLE / TCP_KEEPINTVL / TCP_KEEPCNT) that fit inside it, so a dark
+// path errors the socket within about `stall_timeout` whether or not data is
+// in flight.
+absl::Status ConfigureDataSocket(int fd, size_t buffer_bytes,
+                                 absl::Duration stall_timeout = absl::ZeroDuration());
 absl::Status SetNonBlocking(int fd, bool on);
 
 // Blocking-with-deadline full write/read on a (possibly non-blocking) socket.

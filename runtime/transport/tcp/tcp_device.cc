@@ -300,7 +300,7 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpDevice::Connect(const ConnectOpti
     expected_count_.erase(o.connection_id);
   }
   for (int fd : fds) {
-    absl::Status s = ConfigureDataSocket(fd, options_.socket_buffer_bytes);
+    absl::Status s = ConfigureDataSocket(fd, options_.socket_buffer_bytes, options_.stall_timeout);
     if (!s.ok()) {
       close_all();
       return Annotate(s, what);

@@ -1,0 +1,260 @@
+// Communicator as a router::TopologyFollower: direct (OCS) links that follow
+// the topology epochs (Prepare / Commit / Abort), and the per-transfer
+// offer/registration the collectives use (see communicator.h).
+//
+// Threads: Prepare/Commit/Abort run on the WorkerAgent's event thread;
+// OfferDirect/BeginTransfer/EndTransfer on the communicator's caller thread;
+// OnDirectFailure on transport progress threads. topo_mu_ guards the shared
+// state; connections are made and destroyed outside it.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/collectives/communicator.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::collectives {
+namespace {
+
+// FNV-1a 64 of `text`, top bit set so it never equals a fixed-path id.
+uint64_t DirectLinkId(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h | (1ull << 63);
+}
+
+}  // namespace
+
+std::string CircuitKey(const router::Path& path, const std::string& peer_host) {
+  return absl::StrCat(peer_host, "|", path.local_nic, ">", path.remote_nic);
+}
+
+std::set<std::string> Communicator::DirectKeys(const router::RouteTable& table) const {
+  std::set<std::string> keys;
+  for (int peer = 0; peer < world_size_; ++peer) {
+    if (!dynamic_[peer]) continue;
+    for (const router::Path& p : table.PathsTo(hosts_[peer])) {
+      if (p.kind == router::PathKind::kOcs) keys.insert(CircuitKey(p, hosts_[peer]));
+    }
+  }
+  return keys;
+}
+
+absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64_t epoch,
+                                         const std::set<std::string>& skip,
+                                         std::vector<DirectLinks>* made, absl::Time deadline) {
+  made->assign(world_size_, {});
+  absl::Status first;
+  auto connect_peer = [&](int peer, bool initiator) {
+    if (!dynamic_[peer]) return;
+    for (const router::Path& p : table.PathsTo(hosts_[peer])) {
+      if (p.kind != router::PathKind::kOcs || skip.count(CircuitKey(p, hosts_[peer]))) continue;
+      const int lo = std::min(rank_, peer), hi = std::max(rank_, peer);
+      const std::string& lo_nic = rank_ == lo ? p.local_nic : p.remote_nic;
+      const std::string& hi_nic = rank_ == lo ? p.remote_nic : p.local_nic;
+      const uint64_t id =
+          DirectLinkId(absl::StrCat("direct|", lo, "|", hi, "|", lo_nic, "|", hi_nic, "|", epoch));
+      const std::string name = absl::StrCat(PeerName(peer), " via circuit ", p.local_nic, "->",
+                                            p.remote_nic, " (epoch ", epoch, ")");
+      auto addr = nic_addresses_[peer].find(p.remote_nic);
+      auto dev = nic_device_.find(p.local_nic);
+      absl::Status s;
+      if (addr == nic_addresses_[peer].end() || dev == nic_device_.end()) {
+        s = absl::InternalError(absl::StrCat("rank ", rank_, ": no device address for ", name));
+      } else {
+        transport::ConnectOptions c;
+        c.remote_address = addr->second;
+        c.connection_id = id;
+        c.initiator = initiator;
+        c.peer_name = name;
+        c.timeout =
+            std::max(absl::Milliseconds(1), std::min(connect_timeout_, deadline - absl::Now()));
+        absl::StatusOr<std::unique_ptr<transport::Connection>> conn = dev->second->Connect(c);
+        if (conn.ok()) {
+          (*made)[peer].push_back(
+              std::make_shared<DirectLink>(p, peer, id, epoch, *std::move(conn)));
+        } else {
+          s = conn.status();
+        }
+      }
+      if (!s.ok()) {
+        log::Warn("rank {}: direct link to {} not made (EPS carries its bytes): {}", rank_, name,
+                  s.ToString());
+        if (first.ok()) first = s;
+      }
+    }
+  };
+  for (int peer = rank_ + 1; peer < world_size_; ++peer) connect_peer(peer, true);
+  for (int peer = 0; peer < rank_; ++peer) connect_peer(peer, false);
+  for (DirectLinks& l : *made) {
+    std::sort(l.begin(), l.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
+  }
+  return first;
+}
+
+bool Communicator::Allowed(const DirectLink& link) const {
+  return !restricted_ || allowed_.count(CircuitKey(link.path(), hosts_[link.peer()])) != 0;
+}
+
+DirectLinks Communicator::ReapAndOffer(int peer, DirectLinks* dead) {
+  DirectLinks out;
+  if (peer < 0 || peer >= static_cast<int>(links_.size())) return out;
+  DirectLinks& mine = links_[peer];
+  for (auto it = mine.begin(); it != mine.end();) {
+    if (!(*it)->usable()) {
+      dead->push_back(std::move(*it));
+      it = mine.erase(it);
+      continue;
+    }
+    if (Allowed(**it)) out.push_back(*it);
+    ++it;
+  }
+  return out;
+}
+
+DirectLinks Communicator::OfferDirect(int peer) {
+  DirectLinks dead, out;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    out = ReapAndOffer(peer, &dead);
+  }
+  for (auto& l : dead) l->Kill(absl::UnavailableError("direct link failed"));
+  return out;
+}
+
+std::vector<DirectLinks> Communicator::BeginTransfer(size_t max_per_peer) {
+  std::vector<DirectLinks> out(world_size_);
+  DirectLinks dead;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    transfer_links_.clear();
+    for (int peer = 0; peer < world_size_; ++peer) {
+      if (peer == rank_ || !dynamic_[peer]) continue;
+      out[peer] = ReapAndOffer(peer, &dead);
+      if (out[peer].size() > max_per_peer) out[peer].resize(max_per_peer);
+      for (const auto& l : out[peer]) transfer_links_.push_back(l);
+    }
+    transfer_active_ = true;
+  }
+  for (auto& l : dead) l->Kill(absl::UnavailableError("direct link failed"));
+  return out;
+}
+
+void Communicator::EndTransfer() {
+  DirectLinks release;
+  absl::MutexLock lock(&topo_mu_);
+  transfer_active_ = false;
+  release.swap(transfer_links_);
+}
+
+bool Communicator::transfer_active() const {
+  absl::MutexLock lock(&topo_mu_);
+  return transfer_active_;
+}
+
+bool Communicator::TestOnlyKillDirectLink(int peer) {
+  std::shared_ptr<DirectLink> victim;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    if (peer < 0 || peer >= static_cast<int>(links_.size()) || links_[peer].empty()) return false;
+    victim = links_[peer].front();
+  }
+  victim->Kill(absl::UnavailableError(
+      absl::StrCat("rank ", rank_, ": direct link to ", PeerName(peer), " killed by a test")));
+  return true;
+}
+
+DirectLinks Communicator::InstalledDirect(int peer) {
+  absl::MutexLock lock(&topo_mu_);
+  if (peer < 0 || peer >= static_cast<int>(links_.size())) return {};
+  return links_[peer];
+}
+
+absl::Status Communicator::Prepare(const router::Topology& target, absl::Time deadline) {
+  absl::StatusOr<router::RouteTable> table = router::BuildRouteTable(spec_, target, host_);
+  if (!table.ok()) {
+    return Annotate(table.status(), absl::StrCat("rank ", rank_, ": prepare epoch ", target.epoch));
+  }
+  std::set<std::string> keys = DirectKeys(*table);
+  absl::MutexLock lock(&topo_mu_);
+  restricted_ = true;
+  restrict_epoch_ = target.epoch;
+  allowed_ = std::move(keys);
+  auto drained = [this]() ABSL_SHARED_LOCKS_REQUIRED(topo_mu_) {
+    if (!transfer_active_) return true;
+    for (const auto& l : transfer_links_) {
+      if (!Allowed(*l)) return false;
+    }
+    return true;
+  };
+  if (!topo_mu_.AwaitWithDeadline(absl::Condition(&drained), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank ", rank_, " (host ", host_, "): prepare epoch ", target.epoch,
+                     ": a collective using a changing direct path is still running"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Commit(const router::Topology& target, absl::Time deadline) {
+  absl::MutexLock commit_lock(&commit_mu_);
+  absl::StatusOr<router::RouteTable> table = router::BuildRouteTable(spec_, target, host_);
+  if (!table.ok()) {
+    return Annotate(table.status(), absl::StrCat("rank ", rank_, ": commit epoch ", target.epoch));
+  }
+  const std::set<std::string> keys = DirectKeys(*table);
+  std::set<std::string> have;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    have = installed_keys_;
+  }
+  std::vector<DirectLinks> made;
+  absl::Status st = ConnectDirect(*table, target.epoch, have, &made, deadline);
+  DirectLinks dropped;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    if (links_.size() != static_cast<size_t>(world_size_)) links_.resize(world_size_);
+    for (int peer = 0; peer < world_size_; ++peer) {
+      DirectLinks keep;
+      for (auto& l : links_[peer]) {
+        if (keys.count(CircuitKey(l->path(), hosts_[peer]))) {
+          keep.push_back(std::move(l));
+        } else {
+          dropped.push_back(std::move(l));
+        }
+      }
+      for (auto& l : made[peer]) keep.push_back(std::move(l));
+      std::sort(keep.begin(), keep.end(),
+                [](const auto& a, const auto& b) { return a->id() < b->id(); });
+      links_[peer] = std::move(keep);
+    }
+    installed_keys_ = keys;
+    installed_epoch_ = target.epoch;
+    restricted_ = false;
+    allowed_.clear();
+  }
+  // Links a running collective still holds close when it lets go.
+  dropped.clear();
+  if (!st.ok()) {
+    return Annotate(st, absl::StrCat("rank ", rank_, ": commit epoch ", target.epoch,
+                                     " installed without some new circuits"));
+  }
+  return absl::OkStatus();
+}
+
+void Communicator::Abort(uint64_t epoch) {
+  absl::MutexLock lock(&topo_mu_);
+  if (restricted_ && restrict_epoch_ == epoch) {
+    restricted_ = false;
+    allowed_.clear();
+  }
+}
+
+uint64_t Communicator::installed_epoch() const {
+  absl::MutexLock lock(&topo_mu_);
+  return installed_epoch_;
+}
+
+}  // namespace mixnet::collectives

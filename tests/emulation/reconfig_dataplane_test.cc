@@ -1,0 +1,158 @@
+// Planned reconfiguration on the emulated cluster (label netns; needs root,
+// skips with the reason otherwise). Four ranks (threads in their hosts'
+// namespaces) run checksummed alltoallv non-stop while the test drives rounds
+// like the controller: Prepare on every rank -> ApplyCircuits -> Commit on
+// every rank, alternating between two circuit sets. Every byte verifies, and
+// the NIC counters show traffic on the circuits each round brought (h2.ocs1
+// is dark in one set and lit in the other).
+//
+// Threads: the test thread drives the rounds through a board; each rank has
+// its own agent thread (in the rank's namespace, as Commit dials sockets)
+// that runs Prepare/Commit; rank threads run the collectives.
+#include <atomic>
+#include <iostream>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "runtime/collectives/alltoall.h"
+#include "runtime/collectives/sync.h"
+#include "tests/collectives/checked_alltoallv.h"
+#include "tests/emulation/dataplane_fabric.h"
+
+namespace mixnet::testing {
+namespace {
+
+// The driver posts one command at a time; every agent runs it and answers.
+struct Board {
+  enum Cmd { kNone, kPrepare, kCommit, kExit };
+  absl::Mutex mu;
+  int seq = 0;
+  Cmd cmd = kNone;
+  router::Topology target;
+  int answers = 0;
+  std::vector<absl::Status> results;
+
+  // Driver: posts `c` and waits for `world` answers (or `timeout`).
+  absl::Status Run(Cmd c, const router::Topology& t, int world, absl::Duration timeout) {
+    absl::MutexLock lock(&mu);
+    ++seq;
+    cmd = c;
+    target = t;
+    answers = 0;
+    results.assign(world, absl::OkStatus());
+    auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return answers == world; };
+    if (!mu.AwaitWithTimeout(absl::Condition(&all), timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat("agents did not answer command ", c));
+    }
+    for (int r = 0; r < world; ++r) {
+      if (!results[r].ok()) return Annotate(results[r], absl::StrCat("rank ", r));
+    }
+    return absl::OkStatus();
+  }
+
+  // Agent loop for one rank.
+  void Serve(int rank, collectives::Communicator& comm) {
+    int seen = 0;
+    while (true) {
+      Cmd c;
+      router::Topology t;
+      {
+        absl::MutexLock lock(&mu);
+        auto fresh = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return seq != seen; };
+        mu.Await(absl::Condition(&fresh));
+        seen = seq;
+        c = cmd;
+        t = target;
+      }
+      if (c == kExit) return;
+      absl::Status s = c == kPrepare ? comm.Prepare(t, absl::Now() + absl::Seconds(20))
+                                     : comm.Commit(t, absl::Now() + absl::Seconds(20));
+      absl::MutexLock lock(&mu);
+      results[rank] = s;
+      ++answers;
+    }
+  }
+};
+
+class ReconfigDataplaneTest : public DataplaneFabricTest {};
+
+TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
+  ASSERT_NO_FATAL_FAILURE(Up("rcfg"));
+  if (IsSkipped()) return;
+  constexpr int kWorld = 4;
+  constexpr int kRounds = 4;
+  const std::vector<cluster::CircuitSpec> initial = spec_.circuits;  // h0-h1 x2, h2-h3
+  const std::vector<cluster::CircuitSpec> moved = {
+      {"ocs0", 1, 5}, {"ocs0", 2, 6}, {"ocs0", 3, 7}};  // h0-h2 x2 (h2.ocs1 lit), h1-h3
+  Board board;
+  std::atomic<int> ready{0};
+  std::atomic<bool> stop{false};
+  std::vector<uint64_t> calls(kWorld, 0);
+  absl::Status driver_status;
+  std::vector<std::string> report;
+  std::thread driver([&] {
+    while (ready.load() < kWorld) absl::SleepFor(absl::Milliseconds(10));
+    auto run = [&]() -> absl::Status {
+      for (int r = 1; r <= kRounds; ++r) {
+        const bool is_moved = r % 2 == 1;
+        router::Topology target{static_cast<uint64_t>(r), is_moved ? moved : initial};
+        RETURN_IF_ERROR(board.Run(Board::kPrepare, target, kWorld, absl::Seconds(30)));
+        RETURN_IF_ERROR(fabric_->ApplyCircuits(target.circuits));
+        RETURN_IF_ERROR(board.Run(Board::kCommit, target, kWorld, absl::Seconds(30)));
+        // Let the alltoalls run on the new circuits and watch h2.ocs1.
+        ASSIGN_OR_RETURN(uint64_t before, TxBytes("h2", "ocs1"));
+        absl::SleepFor(absl::Seconds(2));
+        ASSIGN_OR_RETURN(uint64_t after, TxBytes("h2", "ocs1"));
+        const uint64_t delta = after - before;
+        report.push_back(absl::StrCat("round ", r, " (", is_moved ? "moved" : "initial",
+                                      "): h2.ocs1 sent ", delta, " bytes in 2 s"));
+        if (is_moved && delta < (1u << 20)) {
+          return absl::InternalError(absl::StrCat(report.back(), ": its new circuit is unused"));
+        }
+        if (!is_moved && delta > (256u << 10)) {
+          return absl::InternalError(absl::StrCat(report.back(), ": but it has no circuit"));
+        }
+      }
+      return absl::OkStatus();
+    };
+    driver_status = run();
+    stop = true;
+    (void)board.Run(Board::kExit, {}, 0, absl::Seconds(1));
+  });
+  auto statuses =
+      RunRanks(kWorld, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
+        ASSIGN_OR_RETURN(auto comm, Join(rank, world, store));
+        std::thread agent([&] { board.Serve(rank, *comm); });  // inherits the namespace
+        ready++;
+        absl::Status s;
+        uint64_t iter = 0;
+        for (;; ++iter) {
+          s = CheckedAlltoallv(*comm, iter, 64 << 10);
+          if (!s.ok()) break;
+          uint8_t mine = stop.load() ? 1 : 0;
+          std::vector<uint8_t> all(world);
+          s = collectives::Allgather(*comm, &mine, all.data(), 1);
+          if (!s.ok()) break;
+          bool any = false;
+          for (uint8_t v : all) any |= v != 0;
+          if (any) break;
+        }
+        agent.join();
+        calls[rank] = iter;
+        RETURN_IF_ERROR(s);
+        if (comm->installed_epoch() != kRounds) {
+          return absl::InternalError(absl::StrCat("installed epoch ", comm->installed_epoch()));
+        }
+        return CheckedAlltoallv(*comm, iter + 1, 64 << 10);
+      });
+  driver.join();
+  EXPECT_TRUE(driver_status.ok()) << driver_status;
+  for (int r = 0; r < kWorld; ++r)
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  for (const std::string& line : report) std::cout << line << "\n";
+  std::cout << "alltoallv calls per rank: " << calls[0] << "\n";
+}
+
+}  // namespace
+}  // namespace mixnet::testing
