@@ -1,0 +1,82 @@
+// RunConfig JSON (see run_config.h).
+#include "apps/demo/run_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace mixnet::demo {
+
+std::string RunConfig::ToJson() const {
+  const WorkloadOptions& w = workload;
+  nlohmann::json j = {{"workload",
+                       {{"hosts", w.hosts},
+                        {"layers", w.layers},
+                        {"experts_per_host", w.experts_per_host},
+                        {"tokens", w.tokens},
+                        {"token_bytes", w.token_bytes},
+                        {"seed", w.seed},
+                        {"affine_share", w.affine_share},
+                        {"zipf_s", w.zipf_s},
+                        {"drift_every", w.drift_every},
+                        {"jitter", w.jitter},
+                        {"trace", w.trace}}},
+                      {"fabric", fabric},
+                      {"iterations", iterations},
+                      {"compute_ms", compute_ms},
+                      {"spec_path", spec_path},
+                      {"store", store},
+                      {"controller", controller},
+                      {"results_dir", results_dir},
+                      {"timeout_ms", timeout_ms}};
+  return j.dump(2);
+}
+
+absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return absl::InvalidArgumentError("run config: not a JSON object");
+  try {
+    RunConfig c;
+    const nlohmann::json& w = j.at("workload");
+    c.workload.hosts = w.at("hosts");
+    c.workload.layers = w.at("layers");
+    c.workload.experts_per_host = w.at("experts_per_host");
+    c.workload.tokens = w.at("tokens");
+    c.workload.token_bytes = w.at("token_bytes");
+    c.workload.seed = w.at("seed");
+    c.workload.affine_share = w.at("affine_share");
+    c.workload.zipf_s = w.at("zipf_s");
+    c.workload.drift_every = w.at("drift_every");
+    c.workload.jitter = w.at("jitter");
+    c.workload.trace = w.at("trace");
+    c.fabric = j.at("fabric");
+    c.iterations = j.at("iterations");
+    c.compute_ms = j.at("compute_ms");
+    c.spec_path = j.at("spec_path");
+    c.store = j.at("store");
+    c.controller = j.at("controller");
+    c.results_dir = j.at("results_dir");
+    c.timeout_ms = j.at("timeout_ms");
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("run config: ", e.what()));
+  }
+}
+
+absl::StatusOr<RunConfig> RunConfig::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("run config ", path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<RunConfig> c = FromJson(ss.str());
+  if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", c.status().message()));
+  return c;
+}
+
+std::string RunConfig::ResultFile(int rank) const {
+  return absl::StrCat(results_dir, "/rank", rank, ".jsonl");
+}
+
+}  // namespace mixnet::demo
