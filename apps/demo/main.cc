@@ -77,6 +77,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--prepare-deadline-ms", o.prepare_deadline_ms, "controller PREPARE deadline")
       ->capture_default_str();
+  app.add_option("--kill-controller-after-s", o.kill_controller_after_s,
+                 "fault injection: SIGKILL mixnet-controller this long into the mixnet phase, "
+                 "restart it after --controller-down-s")
+      ->capture_default_str();
+  app.add_option("--controller-down-s", o.controller_down_s,
+                 "how long the killed controller stays down")
+      ->capture_default_str();
   app.add_option("--timeout-s", o.timeout_s, "per-phase limit (0: from the run length)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

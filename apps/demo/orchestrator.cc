@@ -45,6 +45,14 @@ struct PhaseResult {
   int64_t reconfigurations = -1;  // controller rounds committed (mixnet)
   int64_t rounds_aborted = 0, rounds_skipped = 0;
   uint64_t agent_commits_max = 0;  // max over workers of WorkerAgentStats::commits
+  uint64_t highest_epoch = 0;      // the controller's, at the end (GetStatus)
+  // --kill-controller-after-s: the epoch before the kill, the restarted
+  // controller's first epoch, and whether the workers kept running meanwhile.
+  bool controller_killed = false;
+  uint64_t epoch_before_kill = 0;
+  uint64_t epoch_after_restart = 0;
+  bool workers_ran_through_outage = false;
+  int64_t rounds_before_kill = 0;  // committed by the killed controller
   // Mean over iterations [from, end).
   double Mean(size_t from = 0) const {
     if (iteration_ms.size() <= from) return 0;
@@ -84,6 +92,9 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
         absl::StrCat("mixnet-controller at ", target, ": GetStatus: ", s.error_message()));
   }
   r.reconfigurations = 0;
+  r.rounds_aborted = 0;
+  r.rounds_skipped = 0;
+  r.highest_epoch = st.highest_epoch();
   for (const auto& region : st.regions()) {
     r.reconfigurations += static_cast<int64_t>(region.rounds_committed());
     r.rounds_aborted += static_cast<int64_t>(region.rounds_aborted());
@@ -225,6 +236,7 @@ class Demo {
                                       o_.predictor,
                                       "--prepare-deadline-ms",
                                       std::to_string(o_.prepare_deadline_ms)};
+      ctl_argv_ = ctl;
       RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl));
       RETURN_IF_ERROR(
           WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children, "mixnet-controller"));
@@ -243,18 +255,65 @@ class Demo {
     const double auto_timeout =
         90 + static_cast<double>(o_.iterations * w_.layers()) * (o_.compute_ms / 1000 + 1.0);
     const absl::Duration timeout = absl::Seconds(o_.timeout_s > 0 ? o_.timeout_s : auto_timeout);
-    absl::Status waited = children.WaitAll(timeout, workers);
+    const absl::Time phase_deadline = absl::Now() + timeout;
+    absl::Status waited;
+    if (kind == FabricKind::kMixnet && o_.kill_controller_after_s > 0) {
+      waited = KillAndRestartController(children, workers, ctl_target, dir, r);
+    }
+    if (waited.ok()) waited = children.WaitAll(phase_deadline - absl::Now(), workers);
     if (kind == FabricKind::kMixnet) {
       if (absl::Status s = ReadControllerStatus(ctl_target, r); !s.ok()) {
         log::Warn("{}", s.ToString());
         if (waited.ok()) waited = s;
       }
+      if (r.controller_killed) r.reconfigurations += r.rounds_before_kill;
       children.Stop("mixnet-controller");
+      children.Stop("mixnet-controller (restarted)");
       children.Stop("mixnet-ocsd");
     }
     absl::Status read = ReadResults(c, w_.hosts(), w_.layers(), r);
     if (!waited.ok()) return Annotate(waited, absl::StrCat(name, " phase"));
     return read;
+  }
+
+  // --kill-controller-after-s: SIGKILL the controller mid-run, keep it down,
+  // restart it on the same state dir; the workers must run on meanwhile.
+  absl::Status KillAndRestartController(Children& children, const std::vector<std::string>& workers,
+                                        const std::string& ctl_target, const std::string& dir,
+                                        PhaseResult& r) {
+    absl::Status early = children.WaitAll(absl::Seconds(o_.kill_controller_after_s), workers);
+    if (!absl::IsDeadlineExceeded(early)) {
+      return early.ok() ? absl::FailedPreconditionError(
+                              "--kill-controller-after-s: the workers finished before the kill; "
+                              "give more --iterations or an earlier kill")
+                        : early;
+    }
+    PhaseResult before;
+    RETURN_IF_ERROR(ReadControllerStatus(ctl_target, before));
+    r.epoch_before_kill = before.highest_epoch;
+    r.rounds_before_kill = before.reconfigurations;
+    children.Stop("mixnet-controller", absl::ZeroDuration());  // SIGTERM then SIGKILL at once
+    r.controller_killed = true;
+    log::Info("demo: killed mixnet-controller at epoch {}; down for {} s", r.epoch_before_kill,
+              o_.controller_down_s);
+    absl::Status during = children.WaitAll(absl::Seconds(o_.controller_down_s), workers);
+    if (!absl::IsDeadlineExceeded(during)) {
+      return during.ok() ? absl::FailedPreconditionError(
+                               "--kill-controller-after-s: the workers finished while the "
+                               "controller was down; give more --iterations")
+                         : Annotate(during, "while the controller was down");
+    }
+    r.workers_ran_through_outage = true;
+    std::filesystem::remove(dir + "/ctl.ready");  // SIGKILL left it behind
+    std::filesystem::remove(dir + "/ctl.sock");
+    RETURN_IF_ERROR(children.Spawn("mixnet-controller (restarted)", "", ctl_argv_));
+    RETURN_IF_ERROR(WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children,
+                                "mixnet-controller (restarted)"));
+    PhaseResult after;
+    RETURN_IF_ERROR(ReadControllerStatus(ctl_target, after));
+    r.epoch_after_restart = after.highest_epoch;
+    log::Info("demo: mixnet-controller restarted at epoch {}", r.epoch_after_restart);
+    return absl::OkStatus();
   }
 
   std::string prefix_stem() const {
@@ -264,6 +323,7 @@ class Demo {
   const DemoOptions o_;
   const Workload w_;
   const std::string run_dir_;
+  std::vector<std::string> ctl_argv_;
 };
 
 void PrintReport(const DemoOptions& o, const std::vector<PhaseResult>& phases) {
@@ -325,6 +385,15 @@ void PrintReport(const DemoOptions& o, const std::vector<PhaseResult>& phases) {
         static_cast<long>(by[1]->rounds_skipped),
         static_cast<unsigned long>(by[1]->agent_commits_max));
   }
+  if (by[1] != nullptr && by[1]->controller_killed) {
+    std::printf(
+        "controller killed at epoch %lu, restarted at epoch %lu (workers ran on meanwhile: "
+        "%s); %lu epochs at the end\n",
+        static_cast<unsigned long>(by[1]->epoch_before_kill),
+        static_cast<unsigned long>(by[1]->epoch_after_restart),
+        by[1]->workers_ran_through_outage ? "yes" : "no",
+        static_cast<unsigned long>(by[1]->highest_epoch));
+  }
   std::printf("bytes verified: %lu of %lu expected; lost or corrupted: %lu\n",
               static_cast<unsigned long>(verified), static_cast<unsigned long>(expected),
               static_cast<unsigned long>(lost));
@@ -333,6 +402,14 @@ void PrintReport(const DemoOptions& o, const std::vector<PhaseResult>& phases) {
       std::printf("FAILED %s phase: %s\n", p.fabric.c_str(), p.status.ToString().c_str());
   }
   if (o.json) {
+    if (by[1] != nullptr && by[1]->controller_killed) {
+      // The fault summary goes on the line before the last.
+      nlohmann::ordered_json f = {{"controller_killed_at_epoch", by[1]->epoch_before_kill},
+                                  {"controller_restarted_at_epoch", by[1]->epoch_after_restart},
+                                  {"workers_ran_through_outage", by[1]->workers_ran_through_outage},
+                                  {"final_epoch", by[1]->highest_epoch}};
+      std::printf("%s\n", f.dump().c_str());
+    }
     // The keys the issue asks for; eps_only_ms is the EPS-only fabric.
     nlohmann::ordered_json out = {{"iterations", o.iterations}, {"eps_only_ms", eps},
                                   {"mixnet_ms", mix},           {"nonblocking_ms", nb},

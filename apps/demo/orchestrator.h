@@ -31,6 +31,11 @@ struct DemoOptions {
   std::string predictor = "last";
   int prepare_deadline_ms = 2000;
   double timeout_s = 0;  // per phase; 0: from the run length
+  // Fault injection (mixnet phase): SIGKILL the controller this long after the
+  // workers start (0: never), leave it down for controller_down_s, then
+  // restart it on the same state dir; the summary reports the epochs.
+  double kill_controller_after_s = 0;
+  double controller_down_s = 2;
 };
 
 // Exit code: 0 ok; 1 a phase failed or some byte was lost; 2 bad options.

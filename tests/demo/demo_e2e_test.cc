@@ -2,7 +2,9 @@
 // a short MixNet-only run (mixnet-ocsd netns backend, mixnet-controller, one
 // worker per host) with continuous checksummed all-to-alls must commit at
 // least 100 planned reconfigurations with zero bytes lost, duplicated or
-// corrupted. The test thread runs the binary and waits (bounded by `timeout`).
+// corrupted; and a run whose controller is killed and restarted mid-run loses
+// nothing and resumes at a higher epoch. The test thread runs the binary and
+// waits (bounded by `timeout`).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,6 +101,66 @@ TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
   }
   EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), expected);
   EXPECT_GT(j["mixnet_ms"].get<double>(), 0);
+}
+
+// The line before the last one (the fault summary with --kill-controller-after-s).
+nlohmann::json LineBeforeLastJson(const std::string& out) {
+  std::string s = out;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  const size_t last = s.rfind('\n');
+  if (last == std::string::npos) return nlohmann::json();
+  s = s.substr(0, last);
+  const size_t nl = s.rfind('\n');
+  return nlohmann::json::parse(nl == std::string::npos ? s : s.substr(nl + 1), nullptr, false);
+}
+
+// Issue 5: the controller killed mid-run. The workers keep running on the
+// topology they have (no byte lost), re-register when it returns, and the
+// restarted controller resumes above every epoch it issued before.
+TEST(DemoE2E, ControllerKilledMidRunWorkersContinueAndItResumesHigher) {
+  MIXNET_SKIP_UNLESS_NETNS();
+  const std::string prefix = testing::UniquePrefix("demo");
+  WorkloadOptions w;
+  w.hosts = 4;
+  w.layers = 2;
+  w.experts_per_host = 2;
+  w.tokens = 32;
+  w.token_bytes = 1024;
+  w.seed = 11;
+  w.drift_every = 2;
+  const int iterations = 48;
+  const std::string args = absl::StrCat(
+      "--fabrics mixnet --json --iterations ", iterations, " --hosts ", w.hosts, " --layers ",
+      w.layers, " --experts-per-host ", w.experts_per_host, " --tokens ", w.tokens,
+      " --token-bytes ", w.token_bytes, " --seed ", w.seed, " --drift-every ", w.drift_every,
+      " --ocs-nics 2 --gbps 0.05 --switch-ms 5 --compute-ms 100 --kill-controller-after-s 2",
+      " --controller-down-s 2 --prefix ", prefix, " --timeout-s 60");
+  const DemoRun r = RunDemo(args, 75);
+  (void)emulation::EmulatedFabric::DownPrefix(prefix + "m");
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n"
+                            << r.out << "\nstderr (tail):\n"
+                            << r.err.substr(r.err.size() > 6000 ? r.err.size() - 6000 : 0);
+  const nlohmann::json j = LastLineJson(r.out);
+  const nlohmann::json f = LineBeforeLastJson(r.out);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_TRUE(f.is_object()) << r.out;
+  std::printf("mixnet-demo result: %s\nfault: %s\n", j.dump().c_str(), f.dump().c_str());
+  EXPECT_EQ(j["bytes_lost"].get<uint64_t>(), 0u);
+  auto workload = Workload::Create(w);
+  ASSERT_TRUE(workload.ok());
+  uint64_t expected = 0;
+  for (int it = 0; it < iterations; ++it) {
+    for (int l = 0; l < w.layers; ++l) {
+      for (size_t b : workload->DispatchBytes(it, l)) expected += 2 * b;
+    }
+  }
+  EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), expected);
+  EXPECT_TRUE(f["workers_ran_through_outage"].get<bool>());
+  const uint64_t before = f["controller_killed_at_epoch"].get<uint64_t>();
+  const uint64_t after = f["controller_restarted_at_epoch"].get<uint64_t>();
+  EXPECT_GT(before, 1u) << "no round before the kill";
+  EXPECT_GT(after, before) << "the restarted controller must never reuse an epoch";
+  EXPECT_GT(f["final_epoch"].get<uint64_t>(), after) << "no round after the restart";
 }
 
 TEST(DemoE2E, UnknownFabricIsRejected) {
