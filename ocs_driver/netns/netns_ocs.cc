@@ -365,24 +365,31 @@ absl::StatusOr<ApplyResult> NetnsOcs::Apply(const std::vector<PortPair>& desired
   std::sort(result.changed_ports.begin(), result.changed_ports.end(), PortLess);
   if (result.changed_ports.empty()) return result;
 
-  // Removals first, then the new redirects, all in one batch.
+  // Removals first, then the new redirects. Without a switching time that is
+  // one batch. With one, every changed port first loses its light path (its
+  // redirect is removed: frames into it are dropped, as in a switching OCS),
+  // stays so for `dark_for`, then gets its new redirect. The ports' links stay
+  // up: a carrier flap would make the hosts' kernels hold their transmit
+  // queues until the link watcher runs (up to a second), which is an artefact
+  // of the emulation, not a property of the switch.
+  const bool dark = dark_for > absl::ZeroDuration();
   std::vector<netns::NlSocket::Request> batch;
   for (const std::string& p : removals) RETURN_IF_ERROR(AddFlush(batch, p, snap.index.at(p)));
+  if (dark) {
+    for (const std::string& p : sets) {
+      if (snap.redirect.count(p)) RETURN_IF_ERROR(AddFlush(batch, p, snap.index.at(p)));
+    }
+    RETURN_IF_ERROR(sock_->SendBatch(batch));
+    batch.clear();
+    absl::SleepFor(dark_for);
+  }
   for (const std::string& p : sets) {
     const int index = snap.index.at(p);
     if (!snap.ingress.count(index)) RETURN_IF_ERROR(AddIngress(batch, p, index));
     const std::string& to = want.at(p);
     RETURN_IF_ERROR(AddRedirect(batch, p, index, to, snap.index.at(to)));
   }
-  const bool dark = dark_for > absl::ZeroDuration();
-  if (dark) RETURN_IF_ERROR(SendDark(snap, result.changed_ports, true));
-  absl::Status status = sock_->SendBatch(batch);
-  if (dark) {
-    if (status.ok()) absl::SleepFor(dark_for);
-    absl::Status up = SendDark(snap, result.changed_ports, false);
-    if (status.ok()) status = up;
-  }
-  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(sock_->SendBatch(batch));
   result.redirects_removed = static_cast<int>(removals.size());
   result.redirects_set = static_cast<int>(sets.size());
   log::Debug("OCS {}: applied {} circuits, changed ports {}", netns_, desired.size(),

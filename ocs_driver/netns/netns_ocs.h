@@ -98,8 +98,9 @@ class NetnsOcs {
   // Makes the switch hold exactly `desired` (declarative): validates it (ports
   // exist, no port twice, no self-loop: InvalidArgument before any change),
   // removes redirects that are not wanted, then sets the changed ones. When
-  // `dark_for` > 0 the changed ports go down first and come back up after
-  // `dark_for` (the switching time). Unchanged circuits are not touched.
+  // `dark_for` > 0 (the switching time) every changed port carries nothing for
+  // `dark_for` first: its redirect is removed, its link stays up (no carrier
+  // flap on the hosts). Unchanged circuits are not touched.
   absl::StatusOr<ApplyResult> Apply(const std::vector<PortPair>& desired,
                                     absl::Duration dark_for = absl::ZeroDuration());
 

@@ -72,7 +72,13 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
         c.peer_name = name;
         c.timeout =
             std::max(absl::Milliseconds(1), std::min(connect_timeout_, deadline - absl::Now()));
+        const absl::Time t0 = absl::Now();
         absl::StatusOr<std::unique_ptr<transport::Connection>> conn = dev->second->Connect(c);
+        if (absl::Now() - t0 > absl::Milliseconds(20)) {
+          log::Debug("rank {}: {} connect to {} took {}", rank_,
+                     initiator ? "initiator" : "passive", name,
+                     absl::FormatDuration(absl::Now() - t0));
+        }
         if (conn.ok()) {
           (*made)[peer].push_back(
               std::make_shared<DirectLink>(p, peer, id, epoch, *std::move(conn)));
@@ -236,7 +242,11 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
     allowed_.clear();
   }
   // Links a running collective still holds close when it lets go.
+  const absl::Time t1 = absl::Now();
   dropped.clear();
+  if (absl::Now() - t1 > absl::Milliseconds(20)) {
+    log::Debug("rank {}: closing old links took {}", rank_, absl::FormatDuration(absl::Now() - t1));
+  }
   if (!st.ok()) {
     return Annotate(st, absl::StrCat("rank ", rank_, ": commit epoch ", target.epoch,
                                      " installed without some new circuits"));

@@ -264,7 +264,13 @@ class WorkerAgent::Impl {
           }
           if (target.epoch > installed) {
             if (follower_ != nullptr) {
+              const absl::Time start = absl::Now();
               st = follower_->Commit(target, absl::Now() + deadline);
+              const absl::Duration took = absl::Now() - start;
+              if (took > o_.slow_commit) {
+                log::Info("worker {}: installing epoch {} took {} (connections over new circuits)",
+                          o_.worker_id, target.epoch, absl::FormatDuration(took));
+              }
             } else {
               installed_no_follower_ = target.epoch;
             }

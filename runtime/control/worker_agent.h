@@ -43,6 +43,8 @@ struct WorkerAgentOptions {
   absl::Duration reconnect_max = absl::Seconds(1);
   // Deadline for installing a SNAPSHOT (and a COMMIT that names none).
   absl::Duration commit_timeout = absl::Seconds(10);
+  // A COMMIT whose install takes longer than this is logged (info).
+  absl::Duration slow_commit = absl::Milliseconds(50);
   size_t max_queued_reports = 1024;  // beyond this the oldest are dropped (counted)
 };
 

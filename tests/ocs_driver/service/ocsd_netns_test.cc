@@ -2,12 +2,13 @@
 // cluster (EmulatedFabric, the 3-host spec of tests/emulation/test_spec.h):
 // the daemon reads the circuits the fabric set up, a TCP connection between
 // two hosts' OCS NICs succeeds exactly when a circuit joins them, and the
-// changed ports (only they) are dark during the switching time; circuits stay
+// changed ports (only they) carry nothing during the switching time; circuits stay
 // when the daemon stops. Label netns: needs root, skips with the reason
 // otherwise, and removes its namespaces even on failure. Test thread plus one
 // client thread.
 #include <future>
 #include <map>
+#include <set>
 
 #include "absl/time/clock.h"
 #include "emulation/emulated_fabric.h"
@@ -92,13 +93,15 @@ TEST_F(OcsdNetnsTest, CircuitsDecideReachabilityAndChangedPortsGoDark) {
   const absl::Time start = absl::Now();
   auto apply = std::async(std::launch::async, [&] { return Apply(*stub, Req(1, 1, {{1, 5}})); });
   absl::SleepFor(absl::Milliseconds(kSwitchMs / 4));
-  std::map<std::string, bool> up = PortsUp();
-  EXPECT_FALSE(up["p1"]);
-  EXPECT_FALSE(up["p3"]);
-  EXPECT_FALSE(up["p5"]);
-  EXPECT_TRUE(up["p2"]);
-  EXPECT_TRUE(up["p4"]);
-  EXPECT_TRUE(up["p6"]);
+  // Dark = no light path: the changed ports have no redirect; every link
+  // stays up (no carrier flap on the hosts).
+  auto redirects = fabric_->ocs().ListRedirects();
+  ASSERT_TRUE(redirects.ok()) << redirects.status();
+  for (const auto& r : *redirects) {
+    EXPECT_TRUE(r.from != "p1" && r.from != "p3" && r.from != "p5")
+        << r.from << " carries light while switching";
+  }
+  for (const auto& [port, is_up] : PortsUp()) EXPECT_TRUE(is_up) << port << " lost its link";
   EXPECT_FALSE(Probe("h2", "10.20.0.3", false).ok()) << "reachable while dark";
   ApplyOutcome r = apply.get();
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
@@ -111,11 +114,12 @@ TEST_F(OcsdNetnsTest, CircuitsDecideReachabilityAndChangedPortsGoDark) {
   // Adding h0.ocs1 - h1.ocs1 (ports 2, 4) leaves the circuit 1-5 alone.
   apply = std::async(std::launch::async, [&] { return Apply(*stub, Req(1, 2, {{1, 5}, {2, 4}})); });
   absl::SleepFor(absl::Milliseconds(kSwitchMs / 4));
-  up = PortsUp();
-  EXPECT_TRUE(up["p1"]);
-  EXPECT_TRUE(up["p5"]);
-  EXPECT_FALSE(up["p2"]);
-  EXPECT_FALSE(up["p4"]);
+  redirects = fabric_->ocs().ListRedirects();
+  ASSERT_TRUE(redirects.ok()) << redirects.status();
+  std::set<std::string> lit;
+  for (const auto& r : *redirects) lit.insert(r.from);
+  EXPECT_TRUE(lit.count("p1") && lit.count("p5")) << "the untouched circuit 1-5 went dark";
+  EXPECT_FALSE(lit.count("p2") || lit.count("p4")) << "ports 2, 4 carry light while switching";
   r = apply.get();
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.response.ports_changed(), 2u);
