@@ -9,50 +9,12 @@
 #include "gtest/gtest.h"
 #include "runtime/control/worker_agent.h"
 #include "tests/control/controller_test_util.h"
+#include "tests/control/recording_follower.h"
 
 namespace mixnet::testing {
 namespace {
 
-class Follower final : public router::TopologyFollower {
- public:
-  absl::Status Prepare(const router::Topology& target, absl::Time deadline) override {
-    Record(absl::StrCat("prepare ", target.epoch));
-    if (block.load()) {
-      absl::SleepFor(deadline - absl::Now());
-      return absl::DeadlineExceededError("drain: a transfer still runs on ocs0");
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Commit(const router::Topology& target, absl::Time) override {
-    Record(absl::StrCat("commit ", target.epoch, " circuits ", target.circuits.size()));
-    installed_.store(target.epoch);
-    return absl::OkStatus();
-  }
-  void Abort(uint64_t epoch) override { Record(absl::StrCat("abort ", epoch)); }
-  uint64_t installed_epoch() const override { return installed_.load(); }
-
-  bool WaitFor(const std::string& call, absl::Duration timeout = absl::Seconds(10)) {
-    absl::MutexLock l(&mu_);
-    auto seen = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return std::find(calls_.begin(), calls_.end(), call) != calls_.end();
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
-  }
-  std::string Calls() {
-    absl::MutexLock l(&mu_);
-    return absl::StrJoin(calls_, "; ");
-  }
-  std::atomic<bool> block{false};
-
- private:
-  void Record(std::string s) {
-    absl::MutexLock l(&mu_);
-    calls_.push_back(std::move(s));
-  }
-  absl::Mutex mu_;
-  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> installed_{0};
-};
+using Follower = RecordingFollower;
 
 const RegionDef kR0{"r0", "h", 4, "ocs0", 1};
 const std::vector<std::string> kHosts = {"h0", "h1", "h2", "h3"};
@@ -113,13 +75,13 @@ TEST(ControllerAgentTest, AgentsFollowRoundsAbortsAndARestart) {
   EXPECT_EQ(held->first, (Pairs{{1, 2}, {3, 4}}));
 
   // A follower that cannot drain in time: the round is aborted everywhere.
-  followers[2]->block = true;
+  followers[2]->block_prepare = true;
   report(1, {{0, 2}, {1, 3}});
   for (auto& f : followers) EXPECT_TRUE(f->WaitFor("abort 3")) << f->Calls();
   held = ReadSwitch(sw->address);
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(held->first, (Pairs{{1, 2}, {3, 4}}));
-  followers[2]->block = false;
+  followers[2]->block_prepare = false;
 
   // Restart: the agents reconnect and install the newer epoch's snapshot.
   (*server)->Shutdown(absl::Seconds(1));

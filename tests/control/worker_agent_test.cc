@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
 #include "runtime/control/topology_proto.h"
+#include "tests/control/recording_follower.h"
 
 namespace mixnet::control {
 namespace {
@@ -148,49 +149,7 @@ class FakeController final : public v1::Controller::Service {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Records every call; Prepare may be told to block until its deadline.
-class RecordingFollower final : public router::TopologyFollower {
- public:
-  absl::Status Prepare(const router::Topology& target, absl::Time deadline) override {
-    Record(absl::StrCat("prepare ", target.epoch));
-    if (block_prepare.load()) {
-      absl::SleepFor(deadline - absl::Now());
-      return absl::DeadlineExceededError("drain: a transfer is still running on ocs0 port 1");
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Commit(const router::Topology& target, absl::Time) override {
-    Record(absl::StrCat("commit ", target.epoch, " circuits ", target.circuits.size()));
-    installed_.store(target.epoch);
-    return absl::OkStatus();
-  }
-  void Abort(uint64_t epoch) override { Record(absl::StrCat("abort ", epoch)); }
-  uint64_t installed_epoch() const override { return installed_.load(); }
-
-  std::vector<std::string> calls() {
-    absl::MutexLock l(&mu_);
-    return calls_;
-  }
-  // Waits until `call` was recorded.
-  bool WaitFor(const std::string& call, absl::Duration timeout) {
-    absl::MutexLock l(&mu_);
-    auto seen = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return std::find(calls_.begin(), calls_.end(), call) != calls_.end();
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
-  }
-
-  std::atomic<bool> block_prepare{false};
-
- private:
-  void Record(std::string s) {
-    absl::MutexLock l(&mu_);
-    calls_.push_back(std::move(s));
-  }
-  absl::Mutex mu_;
-  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> installed_{0};
-};
+using ::mixnet::testing::RecordingFollower;
 
 class WorkerAgentTest : public ::testing::Test {
  protected:

@@ -56,6 +56,29 @@ nlohmann::json LastLineJson(const std::string& out) {
   return nlohmann::json::parse(nl == std::string::npos ? s : s.substr(nl + 1), nullptr, false);
 }
 
+// Workload flags of a MixNet-only demo run.
+std::string WorkloadArgs(const WorkloadOptions& w, int iterations) {
+  return absl::StrCat("--fabrics mixnet --json --iterations ", iterations, " --hosts ", w.hosts,
+                      " --layers ", w.layers, " --experts-per-host ", w.experts_per_host,
+                      " --tokens ", w.tokens, " --token-bytes ", w.token_bytes, " --seed ", w.seed,
+                      " --drift-every ", w.drift_every);
+}
+
+// Every byte of every dispatch and combine of the run, counted here
+// independently of the demo.
+uint64_t ExpectedBytes(const WorkloadOptions& w, int iterations) {
+  auto workload = Workload::Create(w);
+  EXPECT_TRUE(workload.ok()) << workload.status();
+  if (!workload.ok()) return 0;
+  uint64_t expected = 0;
+  for (int it = 0; it < iterations; ++it) {
+    for (int l = 0; l < w.layers; ++l) {
+      for (size_t b : workload->DispatchBytes(it, l)) expected += 2 * b;
+    }
+  }
+  return expected;
+}
+
 TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
   MIXNET_SKIP_UNLESS_NETNS();
   const std::string prefix = testing::UniquePrefix("demo");
@@ -68,12 +91,10 @@ TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
   w.seed = 7;
   w.drift_every = 3;
   const int iterations = 64;
-  const std::string args = absl::StrCat(
-      "--fabrics mixnet --json --iterations ", iterations, " --hosts ", w.hosts, " --layers ",
-      w.layers, " --experts-per-host ", w.experts_per_host, " --tokens ", w.tokens,
-      " --token-bytes ", w.token_bytes, " --seed ", w.seed, " --drift-every ", w.drift_every,
-      " --ocs-nics 3 --gbps 0.05 --switch-ms 5 --compute-ms 150", " --prefix ", prefix,
-      " --timeout-s 80");
+  const std::string args =
+      absl::StrCat(WorkloadArgs(w, iterations),
+                   " --ocs-nics 3 --gbps 0.05 --switch-ms 5 --compute-ms 150 --prefix ", prefix,
+                   " --timeout-s 80");
   const DemoRun r = RunDemo(args, 90);
   (void)emulation::EmulatedFabric::DownPrefix(prefix + "m");  // in case the demo was killed
   ASSERT_EQ(r.exit_code, 0) << "stdout:\n"
@@ -90,16 +111,7 @@ TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
   EXPECT_EQ(j["iterations"].get<int>(), iterations);
   EXPECT_GE(j["reconfigurations"].get<int64_t>(), 100) << r.out;
   EXPECT_EQ(j["bytes_lost"].get<uint64_t>(), 0u);
-  // Every byte of every dispatch and combine, counted independently here.
-  auto workload = Workload::Create(w);
-  ASSERT_TRUE(workload.ok());
-  uint64_t expected = 0;
-  for (int it = 0; it < iterations; ++it) {
-    for (int l = 0; l < w.layers; ++l) {
-      for (size_t b : workload->DispatchBytes(it, l)) expected += 2 * b;
-    }
-  }
-  EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), expected);
+  EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), ExpectedBytes(w, iterations));
   EXPECT_GT(j["mixnet_ms"].get<double>(), 0);
 }
 
@@ -130,9 +142,7 @@ TEST(DemoE2E, ControllerKilledMidRunWorkersContinueAndItResumesHigher) {
   w.drift_every = 2;
   const int iterations = 48;
   const std::string args = absl::StrCat(
-      "--fabrics mixnet --json --iterations ", iterations, " --hosts ", w.hosts, " --layers ",
-      w.layers, " --experts-per-host ", w.experts_per_host, " --tokens ", w.tokens,
-      " --token-bytes ", w.token_bytes, " --seed ", w.seed, " --drift-every ", w.drift_every,
+      WorkloadArgs(w, iterations),
       " --ocs-nics 2 --gbps 0.05 --switch-ms 5 --compute-ms 100 --kill-controller-after-s 2",
       " --controller-down-s 2 --prefix ", prefix, " --timeout-s 60");
   const DemoRun r = RunDemo(args, 75);
@@ -146,15 +156,7 @@ TEST(DemoE2E, ControllerKilledMidRunWorkersContinueAndItResumesHigher) {
   ASSERT_TRUE(f.is_object()) << r.out;
   std::printf("mixnet-demo result: %s\nfault: %s\n", j.dump().c_str(), f.dump().c_str());
   EXPECT_EQ(j["bytes_lost"].get<uint64_t>(), 0u);
-  auto workload = Workload::Create(w);
-  ASSERT_TRUE(workload.ok());
-  uint64_t expected = 0;
-  for (int it = 0; it < iterations; ++it) {
-    for (int l = 0; l < w.layers; ++l) {
-      for (size_t b : workload->DispatchBytes(it, l)) expected += 2 * b;
-    }
-  }
-  EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), expected);
+  EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), ExpectedBytes(w, iterations));
   EXPECT_TRUE(f["workers_ran_through_outage"].get<bool>());
   const uint64_t before = f["controller_killed_at_epoch"].get<uint64_t>();
   const uint64_t after = f["controller_restarted_at_epoch"].get<uint64_t>();
