@@ -53,6 +53,10 @@ struct PhaseResult {
   uint64_t epoch_after_restart = 0;
   bool workers_ran_through_outage = false;
   int64_t rounds_before_kill = 0;  // committed by the killed controller
+  // Unix ms while no controller ran, and the (rank, layer) all-to-alls that
+  // completed inside that window (read from the result files).
+  double outage_from_ms = 0, outage_to_ms = 0;
+  int64_t layers_during_outage = 0;
   // Mean over iterations [from, end).
   double Mean(size_t from = 0) const {
     if (iteration_ms.size() <= from) return 0;
@@ -124,6 +128,10 @@ absl::Status ReadResults(const RunConfig& c, int hosts, int layers, PhaseResult&
       auto& w = worst[{j.value("iteration", int64_t{0}), j.value("layer", 0)}];
       w.first = std::max(w.first, j.value("dispatch_ms", 0.0));
       w.second = std::max(w.second, j.value("combine_ms", 0.0));
+      const double done_ms = j.value("t_report_ms", 0.0);
+      if (r.controller_killed && done_ms > r.outage_from_ms && done_ms < r.outage_to_ms) {
+        ++r.layers_during_outage;
+      }
       r.bytes_verified += j.value("bytes_verified", uint64_t{0});
       r.bytes_bad += j.value("bytes_bad", uint64_t{0});
     }
@@ -294,6 +302,7 @@ class Demo {
     r.rounds_before_kill = before.reconfigurations;
     children.Stop("mixnet-controller", absl::ZeroDuration());  // SIGTERM then SIGKILL at once
     r.controller_killed = true;
+    r.outage_from_ms = absl::ToUnixMicros(absl::Now()) / 1000.0;
     log::Info("demo: killed mixnet-controller at epoch {}; down for {} s", r.epoch_before_kill,
               o_.controller_down_s);
     absl::Status during = children.WaitAll(absl::Seconds(o_.controller_down_s), workers);
@@ -304,6 +313,7 @@ class Demo {
                          : Annotate(during, "while the controller was down");
     }
     r.workers_ran_through_outage = true;
+    r.outage_to_ms = absl::ToUnixMicros(absl::Now()) / 1000.0;
     std::filesystem::remove(dir + "/ctl.ready");  // SIGKILL left it behind
     std::filesystem::remove(dir + "/ctl.sock");
     RETURN_IF_ERROR(children.Spawn("mixnet-controller (restarted)", "", ctl_argv_));
@@ -388,10 +398,11 @@ void PrintReport(const DemoOptions& o, const std::vector<PhaseResult>& phases) {
   if (by[1] != nullptr && by[1]->controller_killed) {
     std::printf(
         "controller killed at epoch %lu, restarted at epoch %lu (workers ran on meanwhile: "
-        "%s); %lu epochs at the end\n",
+        "%s, %ld rank-layers completed while it was down); %lu epochs at the end\n",
         static_cast<unsigned long>(by[1]->epoch_before_kill),
         static_cast<unsigned long>(by[1]->epoch_after_restart),
         by[1]->workers_ran_through_outage ? "yes" : "no",
+        static_cast<long>(by[1]->layers_during_outage),
         static_cast<unsigned long>(by[1]->highest_epoch));
   }
   std::printf("bytes verified: %lu of %lu expected; lost or corrupted: %lu\n",
@@ -407,6 +418,7 @@ void PrintReport(const DemoOptions& o, const std::vector<PhaseResult>& phases) {
       nlohmann::ordered_json f = {{"controller_killed_at_epoch", by[1]->epoch_before_kill},
                                   {"controller_restarted_at_epoch", by[1]->epoch_after_restart},
                                   {"workers_ran_through_outage", by[1]->workers_ran_through_outage},
+                                  {"layers_during_outage", by[1]->layers_during_outage},
                                   {"final_epoch", by[1]->highest_epoch}};
       std::printf("%s\n", f.dump().c_str());
     }

@@ -158,6 +158,8 @@ TEST(DemoE2E, ControllerKilledMidRunWorkersContinueAndItResumesHigher) {
   EXPECT_EQ(j["bytes_lost"].get<uint64_t>(), 0u);
   EXPECT_EQ(j["bytes_verified"].get<uint64_t>(), ExpectedBytes(w, iterations));
   EXPECT_TRUE(f["workers_ran_through_outage"].get<bool>());
+  // Not merely alive: all-to-alls completed while no controller ran.
+  EXPECT_GT(f["layers_during_outage"].get<int64_t>(), 0);
   const uint64_t before = f["controller_killed_at_epoch"].get<uint64_t>();
   const uint64_t after = f["controller_restarted_at_epoch"].get<uint64_t>();
   EXPECT_GT(before, 1u) << "no round before the kill";
