@@ -57,9 +57,11 @@ find_program(MIXNET_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 # mixnet_add_proto_library(NAME PROTOS a.proto b.proto [DEPS lib ...])
 # Generates C++ messages and gRPC stubs for PROTOS (paths relative to
 # ${CMAKE_SOURCE_DIR}/proto, also the import root) into the build tree and
-# builds them as a static library NAME. Include as "mixnet/ocs/v1/x.pb.h".
+# builds them as a static library NAME (SHARED: a shared one, for protos that
+# several shared objects of one process use, so protobuf registers them once).
+# Include as "mixnet/ocs/v1/x.pb.h".
 function(mixnet_add_proto_library NAME)
-  cmake_parse_arguments(ARG "" "" "PROTOS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "SHARED" "" "PROTOS;DEPS" ${ARGN})
   set(root ${CMAKE_SOURCE_DIR}/proto)
   set(out ${CMAKE_BINARY_DIR}/proto_gen)
   set(srcs)
@@ -76,7 +78,11 @@ function(mixnet_add_proto_library NAME)
       VERBATIM)
     list(APPEND srcs ${out}/${base}.pb.cc ${out}/${base}.grpc.pb.cc)
   endforeach()
-  add_library(${NAME} STATIC ${srcs})
+  if(ARG_SHARED)
+    add_library(${NAME} SHARED ${srcs})
+  else()
+    add_library(${NAME} STATIC ${srcs})
+  endif()
   target_include_directories(${NAME} PUBLIC ${out})
   target_link_libraries(${NAME} PUBLIC protobuf::libprotobuf gRPC::grpc++ ${ARG_DEPS})
   # Generated code is not ours to warn about.

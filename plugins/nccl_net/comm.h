@@ -9,19 +9,20 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "plugins/nccl_net/background.h"
 #include "plugins/nccl_net/handshake.h"
+#include "plugins/nccl_net/lane.h"
 #include "plugins/nccl_net/nic.h"
 #include "plugins/nccl_net/plugin_config.h"
 #include "runtime/transport/transport.h"
 
 namespace mixnet::nccl {
-
-using ConnectionTask = Background<std::unique_ptr<transport::Connection>>;
 
 // Per-communicator state of the v11 API.
 struct Context {
@@ -29,31 +30,37 @@ struct Context {
   int traffic_class = -1;
 };
 
-// The transport connection a comm currently runs over and the epoch its path
-// was chosen under. Issue 5 swaps `connection` here at an epoch change once the
-// comm has drained (see route_policy.h); nothing else holds the connection.
-struct PathBinding {
-  std::unique_ptr<transport::Connection> connection;
-  uint64_t epoch = 0;
-};
-
 struct Request;
 
-// A send or receive comm: one direction of one transport connection.
+// A send or receive comm: one direction of one NCCL connection. Its bytes
+// run over `lane`; at a topology epoch the comm may move to another lane
+// without losing or reordering anything (path_mover.h).
 struct Comm {
   bool is_send = false;
   Nic* nic = nullptr;
-  PathBinding path;
+  std::string peer_host;  // the listener's host (send comms; route lookups)
+  uint64_t key = 0;       // spreads a host pair's comms over its circuits
   int max_requests = 256;
   absl::Mutex mu;
+  std::shared_ptr<Lane> lane ABSL_GUARDED_BY(mu);
+  std::unique_ptr<Move> move ABSL_GUARDED_BY(mu);
+  TagCounts posted ABSL_GUARDED_BY(mu);  // data parts posted, per NCCL tag
+  uint64_t sent_bytes ABSL_GUARDED_BY(mu) = 0;
+  uint64_t reported_bytes ABSL_GUARDED_BY(mu) = 0;  // sent_bytes at the last traffic report
+  uint64_t moves ABSL_GUARDED_BY(mu) = 0;           // completed moves
+  bool lane_failed ABSL_GUARDED_BY(mu) = false;     // control traffic on the lane failed
+  // After a failed move, no new one before this (backoff doubles per failure).
+  absl::Time retry_after ABSL_GUARDED_BY(mu);
+  int failed_moves ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_set<Request*> live ABSL_GUARDED_BY(mu);
 };
 
-// One isend, or one grouped irecv of `n` buffers.
+// One isend, or one grouped irecv of `n` buffers; each part keeps its lane.
 struct Request {
   Comm* comm = nullptr;
   int n = 0;
   std::array<std::unique_ptr<transport::Request>, kMaxRecvsLimit> parts;
+  std::array<std::shared_ptr<Lane>, kMaxRecvsLimit> lanes;
 };
 
 struct ListenComm {

@@ -25,6 +25,7 @@ struct WireHandle {
   uint64_t listen_id;
   uint64_t connect_token;
   char host[64];
+  char nic_name[24];  // the listener NIC's cluster-spec name ("" without a spec)
 };
 static_assert(sizeof(WireHandle) <= 128, "must fit NCCL_NET_HANDLE_MAXSIZE");
 
@@ -73,6 +74,7 @@ void WriteHandle(void* buf, const HandleInfo& info) {
   w.listen_id = info.listen_id;
   w.connect_token = info.connect_token;
   std::strncpy(w.host, info.host.c_str(), sizeof(w.host) - 1);
+  std::strncpy(w.nic_name, info.nic_name.c_str(), sizeof(w.nic_name) - 1);
   std::memset(buf, 0, 128);
   std::memcpy(buf, &w, sizeof(w));
 }
@@ -98,6 +100,8 @@ absl::StatusOr<HandleInfo> ReadHandle(const void* buf) {
   info.connect_token = w.connect_token;
   w.host[sizeof(w.host) - 1] = '\0';
   info.host = w.host;
+  w.nic_name[sizeof(w.nic_name) - 1] = '\0';
+  info.nic_name = w.nic_name;
   if (info.port == 0) return absl::InvalidArgumentError("mixnet connection handle has port 0");
   return info;
 }

@@ -24,7 +24,7 @@
 namespace mixnet::nccl {
 
 inline constexpr uint32_t kHandleMagic = 0x484E584Du;  // "MXNH"
-inline constexpr uint16_t kHandleVersion = 1;
+inline constexpr uint16_t kHandleVersion = 2;
 
 // What our handle carries, decoded.
 struct HandleInfo {
@@ -34,6 +34,7 @@ struct HandleInfo {
   uint64_t listen_id = 0;
   uint64_t connect_token = 0;  // connector side only: 0 = not started
   std::string host;            // listener's host name (route lookups)
+  std::string nic_name;        // listener NIC's cluster-spec name (empty without a spec)
 };
 
 // Encodes into / decodes from NCCL's handle buffer (128 bytes, any alignment).

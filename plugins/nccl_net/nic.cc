@@ -2,9 +2,11 @@
 // thread (discovery) and proxy service threads (device creation).
 #include "plugins/nccl_net/nic.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "runtime/transport/tcp/socket_util.h"
 
@@ -22,20 +24,25 @@ int SysfsSpeed(const std::string& ifname) {
 }  // namespace
 
 Nic::Nic(int index, std::string ifname, std::string ip, std::string name, int speed_mbps,
-         std::string transport)
+         std::string transport, std::string spec_nic, bool ocs)
     : index_(index),
       ifname_(std::move(ifname)),
       ip_(std::move(ip)),
       name_(std::move(name)),
       speed_mbps_(speed_mbps),
-      transport_(std::move(transport)) {}
+      transport_(std::move(transport)),
+      spec_nic_(std::move(spec_nic)),
+      ocs_(ocs) {}
 
 absl::StatusOr<transport::Device*> Nic::device() {
   absl::MutexLock lock(&mu_);
   if (device_ == nullptr) {
     transport::DeviceOptions o = transport::DeviceOptionsFromSettings();
-    o.ifname = ifname_;
+    o.ifname = spec_nic_.empty() ? ifname_ : "";  // spec names may be symbolic
     o.bind_address = ip_;
+    if (ocs_ && o.stall_timeout == absl::ZeroDuration()) {
+      o.stall_timeout = absl::Milliseconds(std::max<int64_t>(0, GetSettings().path_stall_ms));
+    }
     absl::StatusOr<std::unique_ptr<transport::Device>> d = transport::CreateDevice(transport_, o);
     if (!d.ok()) return Annotate(d.status(), absl::StrCat("NCCL device ", name_));
     device_ = std::move(*d);
@@ -53,6 +60,40 @@ absl::StatusOr<std::vector<std::unique_ptr<Nic>>> DiscoverNics(const PluginConfi
     if (speed <= 0) speed = 100000;
     nics.push_back(std::make_unique<Nic>(static_cast<int>(i), ifname, ip, std::move(name), speed,
                                          config.transport));
+  }
+  return nics;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Nic>>> SpecNics(const PluginConfig& config,
+                                                           const cluster::ClusterSpec& spec,
+                                                           const std::string& host) {
+  const cluster::HostSpec* h = spec.FindHost(host);
+  if (h == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host '", host, "' (MIXNET_HOST, else the host name) is not in the cluster spec ",
+        config.cluster_spec));
+  }
+  std::vector<const cluster::NicSpec*> eps, ocs;
+  for (const cluster::NicSpec& n : h->nics) {
+    (n.role == cluster::NicRole::kEps ? eps : ocs).push_back(&n);
+  }
+  if (eps.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host '", host, "' has no EPS NIC in ", config.cluster_spec,
+                     ": NCCL's connections start on EPS and move onto circuits"));
+  }
+  std::vector<std::unique_ptr<Nic>> nics;
+  for (const cluster::NicSpec* n : eps) {
+    const int speed = config.speed_mbps > 0 ? config.speed_mbps : static_cast<int>(n->gbps * 1000);
+    std::string name = eps.size() == 1 ? "mixnet" : absl::StrCat("mixnet_", n->name);
+    nics.push_back(std::make_unique<Nic>(static_cast<int>(nics.size()), n->name, n->address,
+                                         std::move(name), std::max(speed, 1), config.transport,
+                                         n->name, false));
+  }
+  for (const cluster::NicSpec* n : ocs) {
+    nics.push_back(std::make_unique<Nic>(
+        static_cast<int>(nics.size()), n->name, n->address, absl::StrCat("ocs:", n->name),
+        static_cast<int>(n->gbps * 1000), config.transport, n->name, true));
   }
   return nics;
 }

@@ -10,20 +10,25 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "plugins/nccl_net/plugin_config.h"
+#include "runtime/cluster/cluster_spec.h"
 #include "runtime/transport/transport.h"
 
 namespace mixnet::nccl {
 
 class Nic {
  public:
+  // `spec_nic`: the NIC's cluster-spec name when the plugin runs from a spec
+  // (then the device binds by address only, and OCS NICs detect stalls).
   Nic(int index, std::string ifname, std::string ip, std::string name, int speed_mbps,
-      std::string transport);
+      std::string transport, std::string spec_nic = "", bool ocs = false);
   int index() const { return index_; }
   const std::string& ifname() const { return ifname_; }
   const std::string& ip() const { return ip_; }
   // NCCL device name; stable for the life of the process.
   const std::string& name() const { return name_; }
   int speed_mbps() const { return speed_mbps_; }
+  const std::string& spec_nic() const { return spec_nic_; }
+  bool ocs() const { return ocs_; }
   // The transport device, created on first call.
   absl::StatusOr<transport::Device*> device();
 
@@ -32,6 +37,8 @@ class Nic {
   const std::string ifname_, ip_, name_;
   const int speed_mbps_;
   const std::string transport_;
+  const std::string spec_nic_;
+  const bool ocs_;
   absl::Mutex mu_;
   std::unique_ptr<transport::Device> device_ ABSL_GUARDED_BY(mu_);
 };
@@ -39,5 +46,11 @@ class Nic {
 // One Nic per interface matching the config's filter, in interface order.
 // Names are "mixnet" when there is one NIC, "mixnet_<ifname>" otherwise.
 absl::StatusOr<std::vector<std::unique_ptr<Nic>>> DiscoverNics(const PluginConfig& config);
+
+// From a cluster spec: one Nic per NIC of `host`, EPS NICs first (those are
+// NCCL's devices: "mixnet" when there is one, "mixnet_<nic>" otherwise).
+absl::StatusOr<std::vector<std::unique_ptr<Nic>>> SpecNics(const PluginConfig& config,
+                                                           const cluster::ClusterSpec& spec,
+                                                           const std::string& host);
 
 }  // namespace mixnet::nccl

@@ -89,6 +89,63 @@ bool Registry::Contains(const void* p, Kind kind) const {
   return it != objects_.end() && it->second == kind;
 }
 
+void Plugin::AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connection> connection,
+                     LanePath path) {
+  {
+    absl::MutexLock lock(&comm->mu);
+    comm->lane = std::make_shared<Lane>();
+    comm->lane->path = std::move(path);
+    comm->lane->connection = std::move(connection);
+  }
+  registry_.Add(comm, kind);
+  if (mover_ != nullptr) mover_->Add(comm);
+}
+
+absl::StatusOr<transport::Device*> Plugin::SpecDevice(const std::string& nic) {
+  for (const auto& n : nics_) {
+    if (n->spec_nic() == nic) return n->device();
+  }
+  return absl::NotFoundError(
+      absl::StrCat("host ", config_.host, " has no NIC '", nic, "' in ", config_.cluster_spec));
+}
+
+absl::Status Plugin::InitFabric() {
+  ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(config_.cluster_spec));
+  ASSIGN_OR_RETURN(nics_, SpecNics(config_, spec, config_.host));
+  device_count_ = 0;
+  for (const auto& n : nics_) device_count_ += n->ocs() ? 0 : 1;
+  PathMover::Options mo;
+  mo.host = config_.host;
+  mo.initial = router::Topology{0, spec.circuits};
+  mo.device = [this](const std::string& nic) { return SpecDevice(nic); };
+  mo.connect_timeout = std::min(config_.connect_timeout, absl::Seconds(10));
+  std::vector<cluster::NicSpec> host_nics = spec.FindHost(config_.host)->nics;
+  mo.spec = std::move(spec);
+  if (!config_.controller.empty() && config_.report_period > absl::ZeroDuration()) {
+    mo.report_period = config_.report_period;
+    mo.report = [this](TrafficSample s) {
+      if (agent_ == nullptr) return;
+      control::TrafficRow row;
+      row.iteration = s.period;
+      row.peer_hosts = std::move(s.peer_hosts);
+      row.bytes = std::move(s.bytes);
+      agent_->Report(std::move(row));
+    };
+  }
+  // The agent first (the mover's reports go to it), then the mover it drives.
+  if (!config_.controller.empty()) {
+    control::WorkerAgentOptions ao;
+    ao.controller = config_.controller;
+    ao.host = config_.host;
+    ao.nics = std::move(host_nics);
+    ao.job = "nccl";
+    ASSIGN_OR_RETURN(agent_, control::WorkerAgent::Start(std::move(ao)));
+  }
+  ASSIGN_OR_RETURN(mover_, PathMover::Create(std::move(mo)));
+  if (agent_ != nullptr) agent_->Follow(mover_.get());
+  return absl::OkStatus();
+}
+
 Plugin& Plugin::Get() {
   static Plugin* plugin = new Plugin();  // never destroyed: see plugin.h
   return *plugin;
@@ -99,14 +156,25 @@ absl::Status Plugin::Init(nccl_abi::Logger logger) {
   absl::MutexLock lock(&init_mu_);
   if (initialized_) return absl::OkStatus();
   ASSIGN_OR_RETURN(config_, LoadPluginConfig());
-  ASSIGN_OR_RETURN(nics_, DiscoverNics(config_));
-  routes_ = MakeStaticRoutePolicy(static_cast<int>(nics_.size()));
   next_id_.store(RandomId());
+  std::string mode = "static routes (no cluster spec)";
+  if (config_.cluster_spec.empty()) {
+    ASSIGN_OR_RETURN(nics_, DiscoverNics(config_));
+    device_count_ = static_cast<int>(nics_.size());
+  } else {
+    RETURN_IF_ERROR(InitFabric());
+    mode = agent_ != nullptr
+               ? absl::StrCat("cluster spec ", config_.cluster_spec, ", host ", config_.host,
+                              ", following controller ", config_.controller)
+               : absl::StrCat("cluster spec ", config_.cluster_spec, ", host ", config_.host,
+                              ", the spec's circuits (no controller)");
+  }
+  routes_ = MakeStaticRoutePolicy(device_count_);
   std::vector<std::string> names;
   for (const auto& n : nics_)
     names.push_back(absl::StrCat(n->name(), "=", n->ifname(), "(", n->ip(), ")"));
-  LogInfo(absl::StrCat("transport ", config_.transport, ", ", nics_.size(), " device(s): ",
-                       absl::StrJoin(names, ", "), "; static routes (no controller)"));
+  LogInfo(absl::StrCat("transport ", config_.transport, ", ", device_count_,
+                       " device(s): ", absl::StrJoin(names, ", "), "; ", mode));
   initialized_ = true;
   ready_.store(true);
   return absl::OkStatus();
@@ -116,9 +184,9 @@ absl::Status Plugin::CheckDev(int dev) const {
   if (!ready_.load()) {
     return absl::InvalidArgumentError("plugin not initialised: NCCL must call init first");
   }
-  if (dev < 0 || dev >= static_cast<int>(nics_.size())) {
+  if (dev < 0 || dev >= device_count_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("device ", dev, " out of range (plugin has ", nics_.size(), " devices)"));
+        absl::StrCat("device ", dev, " out of range (plugin has ", device_count_, " devices)"));
   }
   return absl::OkStatus();
 }
@@ -138,7 +206,7 @@ absl::Status Plugin::CheckMemHandle(void* mhandle, const char* call) const {
 absl::Status Plugin::Devices(int* ndev) {
   if (ndev == nullptr) return NullOut("devices", "ndev");
   if (!ready_.load()) return absl::InvalidArgumentError("devices: plugin not initialised");
-  *ndev = static_cast<int>(nics_.size());
+  *ndev = device_count_;
   return absl::OkStatus();
 }
 
@@ -197,6 +265,7 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   info.port = control.port;
   info.listen_id = l->listen_id;
   info.host = config_.host;
+  info.nic_name = nic->spec_nic();
   WriteHandle(handle, info);
   registry_.Add(l, Kind::kListen);
   *listen_comm = l;
@@ -208,10 +277,11 @@ absl::StatusOr<std::shared_ptr<ConnectionTask>> Plugin::StartDial(const PathChoi
   ASSIGN_OR_RETURN(transport::Device * device, nic->device());
   const uint64_t connection_id = RandomId();
   const absl::Duration timeout = HandshakeTimeout(config_);
-  return ConnectionTask::Start([device, ip = nic->ip(), ifname = nic->ifname(), peer = path.remote,
-                                connection_id, timeout](const std::atomic<bool>& cancelled) {
-    return DialPeer(device, ip, ifname, peer, connection_id, timeout, cancelled);
-  });
+  return ConnectionTask::Start(
+      [device, ip = nic->ip(), ifname = nic->spec_nic().empty() ? nic->ifname() : std::string(),
+       peer = path.remote, connection_id, timeout](const std::atomic<bool>& cancelled) {
+        return DialPeer(device, ip, ifname, peer, connection_id, timeout, cancelled);
+      });
 }
 
 absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm) {
@@ -248,10 +318,13 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   auto* comm = new Comm();
   comm->is_send = true;
   comm->nic = nics_[dev].get();
-  comm->path.connection = std::move(**result);
-  comm->path.epoch = routes_->epoch();
+  comm->peer_host = peer.host;
+  comm->key = RandomId();
   comm->max_requests = config_.max_requests;
-  registry_.Add(comm, Kind::kSend);
+  LanePath path;
+  path.local_nic = comm->nic->spec_nic();
+  path.remote_nic = peer.nic_name;
+  AddComm(comm, Kind::kSend, std::move(**result), std::move(path));
   *send_comm = comm;
   return absl::OkStatus();
 }
@@ -302,10 +375,10 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     auto* comm = new Comm();
     comm->is_send = false;
     comm->nic = l->nic;
-    comm->path.connection = std::move(**result);
-    comm->path.epoch = routes_->epoch();
     comm->max_requests = config_.max_requests;
-    registry_.Add(comm, Kind::kRecv);
+    LanePath path;
+    path.local_nic = l->nic->spec_nic();
+    AddComm(comm, Kind::kRecv, std::move(**result), std::move(path));
     *recv_comm = comm;
     return absl::OkStatus();
   }
@@ -353,12 +426,21 @@ absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, vo
   auto* comm = static_cast<Comm*>(send_comm);
   absl::MutexLock lock(&comm->mu);
   if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
+  const uint32_t wire_tag = static_cast<uint32_t>(tag);
+  std::shared_ptr<Lane> lane;
+  if (!LanesFor(*comm, &wire_tag, 1, &lane)) {
+    if (mover_ != nullptr) mover_->Advance(*comm);
+    return absl::OkStatus();  // moving to another lane: retry
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<transport::Request> part,
-                   comm->path.connection->Isend(data, size, static_cast<uint32_t>(tag)));
+                   lane->connection->Isend(data, size, wire_tag));
+  CountPosted(*comm, &wire_tag, 1, &lane);
+  comm->sent_bytes += size;
   auto* r = new Request();
   r->comm = comm;
   r->n = 1;
   r->parts[0] = std::move(part);
+  r->lanes[0] = std::move(lane);
   comm->live.insert(r);
   registry_.Add(r, Kind::kRequest);
   *request = r;
@@ -386,13 +468,27 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   auto* comm = static_cast<Comm*>(recv_comm);
   absl::MutexLock lock(&comm->mu);
   if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
+  std::array<uint32_t, kMaxRecvsLimit> wire_tags;
+  for (int i = 0; i < n; ++i) wire_tags[i] = static_cast<uint32_t>(tags[i]);
   auto r = std::make_unique<Request>();
+  if (!LanesFor(*comm, wire_tags.data(), n, r->lanes.data())) {
+    if (mover_ != nullptr) mover_->Advance(*comm);
+    return absl::OkStatus();  // moving to another lane: retry
+  }
   r->comm = comm;
   r->n = n;
   for (int i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(r->parts[i], comm->path.connection->Irecv(data[i], sizes[i],
-                                                               static_cast<uint32_t>(tags[i])));
+    absl::StatusOr<std::unique_ptr<transport::Request>> part =
+        r->lanes[i]->connection->Irecv(data[i], sizes[i], wire_tags[i]);
+    if (!part.ok()) {
+      // The parts already posted stay counted, so the two ends' numbering
+      // still agrees; this request fails and so does the NCCL operation.
+      CountPosted(*comm, wire_tags.data(), i, r->lanes.data());
+      return part.status();
+    }
+    r->parts[i] = *std::move(part);
   }
+  CountPosted(*comm, wire_tags.data(), n, r->lanes.data());
   comm->live.insert(r.get());
   registry_.Add(r.get(), Kind::kRequest);
   *request = r.release();
@@ -420,13 +516,16 @@ absl::Status Plugin::Test(void* request, int* done, int* sizes) {
     if (!s.ok() && status.ok()) {
       // The transport's "message larger than the receive" is a size mismatch.
       status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
-      status = Annotate(status, r->comm->path.connection->peer_name());
+      status = Annotate(status, r->lanes[i]->connection->peer_name());
     }
     if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes());
   }
   {
-    absl::MutexLock lock(&r->comm->mu);
-    r->comm->live.erase(r);
+    Comm* comm = r->comm;
+    absl::MutexLock lock(&comm->mu);
+    comm->live.erase(r);
+    for (int i = 0; i < r->n; ++i) --r->lanes[i]->outstanding;
+    if (comm->move != nullptr && mover_ != nullptr) mover_->Advance(*comm);
   }
   registry_.Remove(r, Kind::kRequest);
   delete r;
@@ -439,6 +538,7 @@ absl::Status Plugin::CloseComm(void* p, Kind kind) {
     return NotLive(kind == Kind::kSend ? "closeSend" : "closeRecv", p, KindName(kind));
   }
   auto* comm = static_cast<Comm*>(p);
+  if (mover_ != nullptr) mover_->Remove(comm);
   {
     // Requests still in flight die with the comm; NCCL never tests them again.
     absl::MutexLock lock(&comm->mu);
@@ -447,8 +547,9 @@ absl::Status Plugin::CloseComm(void* p, Kind kind) {
       delete r;
     }
     comm->live.clear();
+    comm->move.reset();
+    comm->lane.reset();
   }
-  comm->path.connection.reset();
   delete comm;
   return absl::OkStatus();
 }

@@ -21,8 +21,10 @@
 #include "plugins/nccl_net/comm.h"
 #include "plugins/nccl_net/nccl_net_abi.h"
 #include "plugins/nccl_net/nic.h"
+#include "plugins/nccl_net/path_mover.h"
 #include "plugins/nccl_net/plugin_config.h"
 #include "plugins/nccl_net/route_policy.h"
+#include "runtime/control/worker_agent.h"
 
 namespace mixnet::nccl {
 
@@ -78,14 +80,27 @@ class Plugin {
   absl::Status CloseComm(void* comm, Kind kind);
   // Starts DialPeer for a connect on a Background thread.
   absl::StatusOr<std::shared_ptr<ConnectionTask>> StartDial(const PathChoice& path);
+  // With a cluster spec: NICs from it, the path mover, and (with a
+  // controller) the worker agent that drives it.
+  absl::Status InitFabric();
+  // The transport device of a local NIC by cluster-spec name.
+  absl::StatusOr<transport::Device*> SpecDevice(const std::string& nic);
+  // Registers a new comm (and its first lane) with the registry and mover.
+  void AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connection> connection,
+               LanePath path);
 
   absl::Mutex init_mu_;
   bool initialized_ ABSL_GUARDED_BY(init_mu_) = false;
   // Written once under init_mu_, read-only afterwards (readers check ready_).
   std::atomic<bool> ready_{false};
   PluginConfig config_;
+  // NCCL's devices are nics_[0, device_count_); with a spec the host's OCS
+  // NICs follow (reachable only by moving a comm onto a circuit).
   std::vector<std::unique_ptr<Nic>> nics_;
+  int device_count_ = 0;
   std::unique_ptr<RoutePolicy> routes_;
+  std::unique_ptr<PathMover> mover_;             // with a spec
+  std::unique_ptr<control::WorkerAgent> agent_;  // with a spec and a controller
 
   Registry registry_;
   std::atomic<uint64_t> next_id_{0};

@@ -28,6 +28,13 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
   c.ifname_filter = s.socket_ifname;
   c.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
   c.host = s.host;
+  c.cluster_spec = s.cluster_spec;
+  c.controller = s.controller;
+  if (s.nccl_report_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MIXNET_NCCL_REPORT_MS=", s.nccl_report_ms,
+                                                   ": expected 0 (off) or a period in ms"));
+  }
+  c.report_period = absl::Milliseconds(s.nccl_report_ms);
   if (c.host.empty()) {
     char buf[256] = {};
     if (gethostname(buf, sizeof(buf) - 1) == 0) c.host = buf;

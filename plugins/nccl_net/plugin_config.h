@@ -16,6 +16,9 @@ struct PluginConfig {
   std::string ifname_filter;                           // MIXNET_SOCKET_IFNAME (empty: lo)
   absl::Duration connect_timeout = absl::Seconds(60);  // MIXNET_CONNECT_TIMEOUT_MS
   std::string host;                                    // MIXNET_HOST (else gethostname)
+  std::string cluster_spec;  // MIXNET_CLUSTER_SPEC: routes over EPS and circuits (empty: none)
+  std::string controller;    // MIXNET_CONTROLLER: follow its topology epochs (empty: static)
+  absl::Duration report_period = absl::Seconds(1);  // MIXNET_NCCL_REPORT_MS (0: no reports)
   // The plugin's own rows:
   int max_recvs = 8;       // MIXNET_NCCL_MAX_RECVS: largest n of a grouped irecv (1..8)
   int speed_mbps = 0;      // MIXNET_NCCL_SPEED_MBPS: reported NIC speed (0: sysfs, else 100000)

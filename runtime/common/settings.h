@@ -44,6 +44,9 @@ namespace mixnet {
     "NCCL plugin: NIC speed reported to NCCL in Mbit/s; 0 reads sysfs (100000 if unknown)")     \
   X(int64_t, nccl_max_requests, "MIXNET_NCCL_MAX_REQUESTS", 256,                                \
     "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")    \
+  X(int64_t, nccl_report_ms, "MIXNET_NCCL_REPORT_MS", 1000,                                     \
+    "NCCL plugin with a controller: period of its traffic reports (bytes per peer host); 0: "   \
+    "none")                                                                                     \
   X(int64_t, path_stall_ms, "MIXNET_PATH_STALL_MS", 1000,                                       \
     "a direct (OCS) path whose data or keepalives go unanswered this long is dropped; its "     \
     "bytes are re-sent over EPS")                                                               \

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 namespace mixnet::nccl_test {
@@ -49,48 +50,73 @@ absl::StatusOr<Mesh> BuildMesh(const Net& net, int me, Board* b) {
   return m;
 }
 
-// One message of `bytes` to and from every peer; receives are posted 64 bytes
-// larger and the bytes past the message must stay untouched.
 absl::Status ExchangeAll(const Net& net, const Mesh& m, int me, int n, size_t bytes, int seq) {
+  return Exchange(net, m, me, std::vector<size_t>(n, bytes), std::vector<size_t>(n, bytes), seq);
+}
+
+// Posts are retried while the plugin asks for it (a NULL request: the comm
+// is full, or moving to another lane), as NCCL's proxy does.
+absl::Status Exchange(const Net& net, const Mesh& m, int me, const std::vector<size_t>& to,
+                      const std::vector<size_t>& from, int seq) {
   constexpr size_t kSlack = 64;
+  const int n = static_cast<int>(to.size());
   std::vector<std::vector<uint8_t>> sbuf(n), rbuf(n);
   std::vector<void*> smh(n, nullptr), rmh(n, nullptr), sreq(n, nullptr), rreq(n, nullptr);
+  std::vector<char> sent(n, 0), received(n, 0);
+  int left = 0;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
-    sbuf[p].resize(bytes);
-    rbuf[p].assign(bytes + kSlack, 0xEE);
-    Fill(sbuf[p].data(), bytes, Seed(me, p, seq));
-    NT_NCCL_OK(net.api->reg_mr(m.send[p], sbuf[p].data(), bytes, abi::kPtrHost, &smh[p]));
+    sbuf[p].resize(to[p]);
+    rbuf[p].assign(from[p] + kSlack, 0xEE);
+    Fill(sbuf[p].data(), to[p], Seed(me, p, seq));
+    NT_NCCL_OK(net.api->reg_mr(m.send[p], sbuf[p].data(), to[p], abi::kPtrHost, &smh[p]));
     NT_NCCL_OK(net.api->reg_mr(m.recv[p], rbuf[p].data(), rbuf[p].size(), abi::kPtrHost, &rmh[p]));
-    void* data = rbuf[p].data();
-    size_t size = rbuf[p].size();
-    int tag = p;
-    NT_NCCL_OK(net.api->irecv(m.recv[p], 1, &data, &size, &tag, &rmh[p], nullptr, &rreq[p]));
-    NT_REQUIRE(rreq[p] != nullptr, "irecv not posted");
-    NT_NCCL_OK(net.api->isend(m.send[p], sbuf[p].data(), bytes, me, smh[p], nullptr, &sreq[p]));
-    NT_REQUIRE(sreq[p] != nullptr, "isend not posted");
+    left += 2;
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  for (int left = 2 * (n - 1); left > 0;) {
+  while (left > 0) {
     for (int p = 0; p < n; ++p) {
-      for (void** req : {&sreq[p], &rreq[p]}) {
+      if (p == me) continue;
+      if (!received[p] && rreq[p] == nullptr) {
+        void* data = rbuf[p].data();
+        size_t size = rbuf[p].size();
+        int tag = p;
+        NT_NCCL_OK(net.api->irecv(m.recv[p], 1, &data, &size, &tag, &rmh[p], nullptr, &rreq[p]));
+      }
+      if (!sent[p] && sreq[p] == nullptr) {
+        NT_NCCL_OK(net.api->isend(m.send[p], sbuf[p].data(), to[p], me, smh[p], nullptr, &sreq[p]));
+      }
+      for (auto [req, expect, flag] :
+           {std::tuple{&sreq[p], to[p], &sent[p]}, std::tuple{&rreq[p], from[p], &received[p]}}) {
         if (*req == nullptr) continue;
         int done = 0, size = -1;
         NT_NCCL_OK(net.api->test(*req, &done, &size));
         if (!done) continue;
-        NT_REQUIRE(size == static_cast<int>(bytes), "rank ", me, " peer ", p, ": size ", size,
-                   " reported for a ", bytes, "-byte message");
+        NT_REQUIRE(size == static_cast<int>(expect), "rank ", me, " peer ", p, ": size ", size,
+                   " reported for a ", expect, "-byte message");
         *req = nullptr;
+        *flag = 1;
         --left;
       }
     }
-    NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": transfers of ", bytes, " bytes timed out");
+    if (absl::Now() >= deadline) {
+      std::string pending;
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        if (!sent[p]) absl::StrAppend(&pending, " send to ", p, sreq[p] ? "" : " (not posted)");
+        if (!received[p]) {
+          absl::StrAppend(&pending, " recv from ", p, rreq[p] ? "" : " (not posted)");
+        }
+      }
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", me, ": exchange ", seq, " timed out; pending:", pending));
+    }
   }
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
-    NT_REQUIRE(Check(rbuf[p].data(), bytes, Seed(p, me, seq)), "rank ", me, ": ", bytes,
-               " bytes from rank ", p, " are wrong");
-    for (size_t k = bytes; k < rbuf[p].size(); ++k) {
+    NT_REQUIRE(Check(rbuf[p].data(), from[p], Seed(p, me, seq)), "rank ", me, ": ", from[p],
+               " bytes from rank ", p, " are wrong (exchange ", seq, ")");
+    for (size_t k = from[p]; k < rbuf[p].size(); ++k) {
       NT_REQUIRE(rbuf[p][k] == 0xEE, "rank ", me, ": write past the message end at ", k);
     }
     NT_NCCL_OK(net.api->dereg_mr(m.send[p], smh[p]));

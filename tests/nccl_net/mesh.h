@@ -23,6 +23,10 @@ absl::StatusOr<Mesh> BuildMesh(const Net& net, int me, Board* b);
 // larger, every byte is checked and the bytes past the message must stay
 // untouched. `seq` varies the payload between calls.
 absl::Status ExchangeAll(const Net& net, const Mesh& m, int me, int n, size_t bytes, int seq);
+// The same with `to[p]` bytes sent to and `from[p]` bytes expected from each
+// peer p (entries for `me` are ignored).
+absl::Status Exchange(const Net& net, const Mesh& m, int me, const std::vector<size_t>& to,
+                      const std::vector<size_t>& from, int seq);
 
 // Closes every comm of the mesh, then finalizes the plugin.
 absl::Status CloseMesh(const Net& net, const Mesh& m);

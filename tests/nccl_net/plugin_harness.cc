@@ -60,6 +60,15 @@ absl::Status Barrier(Board* b, absl::Duration timeout) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> AllAgree(Board* b, int me, bool mine, absl::Duration timeout) {
+  b->votes[me].store(mine ? 1 : 0);
+  RETURN_IF_ERROR(Barrier(b, timeout));
+  bool all = true;
+  for (int r = 0; r < b->world; ++r) all = all && b->votes[r].load() == 1;
+  RETURN_IF_ERROR(Barrier(b, timeout));  // nobody votes again before all have counted
+  return all;
+}
+
 absl::Status RunRanks(int world, const std::function<absl::Status(int, Board*)>& fn,
                       absl::Duration timeout, const RankSetup& setup) {
   void* mem =

@@ -64,6 +64,7 @@ struct Board {
   std::atomic<int> barrier_generation;
   char errors[kMaxRanks][1024];
   int world;
+  std::atomic<int> votes[kMaxRanks];
 };
 // Publishes the handle that `owner` listens on for traffic from `peer` (slot k).
 void Publish(Board* b, int owner, int peer, int k, const void* handle);
@@ -71,6 +72,9 @@ void Publish(Board* b, int owner, int peer, int k, const void* handle);
 absl::Status Fetch(Board* b, int owner, int peer, int k, void* handle,
                    absl::Duration timeout = absl::Seconds(20));
 absl::Status Barrier(Board* b, absl::Duration timeout = absl::Seconds(30));
+// A collective vote: true when every rank passed true (two barriers).
+absl::StatusOr<bool> AllAgree(Board* b, int me, bool mine,
+                              absl::Duration timeout = absl::Seconds(30));
 
 // Runs in each forked rank before fn, after MIXNET_SOCKET_IFNAME and
 // MIXNET_TRANSPORT were cleared and before the rank loads the plugin: e.g. to

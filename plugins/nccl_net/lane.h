@@ -1,0 +1,88 @@
+// Lanes: the transport connections an NCCL comm runs over, and the state of a
+// comm moving from one lane to another at a topology epoch (the protocol is
+// in path_mover.h). A comm has one current lane; while it moves it also has
+// the lane it leaves and the one being made. Every data part posted on a lane
+// holds a reference to it, so a lane (and its connection) lives until the
+// last request on it is done and tested.
+// Threads: a Lane is guarded by its comm's mutex (comm.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "plugins/nccl_net/background.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/transport/transport.h"
+
+namespace mixnet::nccl {
+
+// Transport tag of control messages; NCCL tags are 32-bit, so no data part
+// ever uses it.
+inline constexpr uint64_t kControlTag = (uint64_t{1} << 63) | 0x4D4F5645u;
+// Largest control message.
+inline constexpr size_t kControlMaxBytes = 64 << 10;
+
+// Where a lane runs: from a local NIC to a NIC of the peer (cluster-spec
+// names; without a spec, the interface and empty).
+struct LanePath {
+  std::string local_nic;
+  std::string remote_nic;
+  bool direct = false;           // over an OCS circuit
+  cluster::CircuitSpec circuit;  // when direct
+  // Same NICs and circuit.
+  bool SameAs(const LanePath& o) const;
+  // "eps0 -> eps0 (EPS)" or "ocs1 -> ocs0 (circuit ocs0:3-7)".
+  std::string Describe() const;
+};
+
+// A control message being sent; the buffer lives until the send is done.
+struct ControlSend {
+  std::string bytes;
+  std::unique_ptr<transport::Request> request;
+};
+
+struct Lane {
+  LanePath path;
+  uint64_t connection_id = 0;
+  // Declared before the connection: the transport may write into it until
+  // the connection is gone.
+  std::array<char, kControlMaxBytes> control_buf{};
+  std::unique_ptr<transport::Connection> connection;
+  // Data parts posted on this lane and not yet tested done.
+  int outstanding = 0;
+  std::unique_ptr<transport::Request> control_recv;  // posted while the lane is in use
+  std::deque<ControlSend> control_sends;
+};
+
+using ConnectionTask = Background<std::unique_ptr<transport::Connection>>;
+
+// Per-tag counts of data parts (NCCL tag -> parts posted so far).
+using TagCounts = absl::flat_hash_map<uint32_t, uint64_t>;
+
+// A move of a comm from `old` to a lane over `target`.
+struct Move {
+  uint64_t id = 0;  // also the new connection's id
+  LanePath target;
+  uint64_t epoch = 0;  // the routing epoch that asked for it (sender side)
+  std::shared_ptr<Lane> old;
+  // Parts of tag t numbered below switch_at[t] go on `old`, the rest on the
+  // new lane. Known once both ends' counts are (after READY).
+  bool switch_known = false;
+  TagCounts switch_at;
+  std::shared_ptr<ConnectionTask> dial;  // the new connection being made
+  std::shared_ptr<Lane> next;            // made, not yet in use
+  bool local_up = false;                 // our end of the new lane is up (LANE_UP sent)
+  bool peer_up = false;                  // the peer said LANE_UP
+  bool switched = false;                 // new parts go on the new lane
+  bool done_sent = false;                // receiver: DONE sent on `old`
+  bool done_received = false;            // sender: the receiver said DONE
+  absl::Time started;
+  uint64_t posted_at_start = 0;  // this end's parts posted when the move began
+};
+
+}  // namespace mixnet::nccl

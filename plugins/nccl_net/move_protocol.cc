@@ -1,0 +1,142 @@
+// Wire form of the lane-move control messages (see move_protocol.h). Any thread.
+#include "plugins/nccl_net/move_protocol.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace mixnet::nccl {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::pair<ControlType, const char*> kNames[] = {
+    {ControlType::kMove, "MOVE"},
+    {ControlType::kReady, "READY"},
+    {ControlType::kRefuse, "REFUSE"},
+    {ControlType::kLaneUp, "LANE_UP"},
+    {ControlType::kLaneFailed, "LANE_FAILED"},
+    {ControlType::kDone, "DONE"},
+};
+
+json PathJson(const LanePath& p) {
+  json j = {{"local_nic", p.local_nic}, {"remote_nic", p.remote_nic}, {"direct", p.direct}};
+  if (p.direct) {
+    j["switch"] = p.circuit.ocs_switch;
+    j["port_a"] = p.circuit.port_a;
+    j["port_b"] = p.circuit.port_b;
+  }
+  return j;
+}
+
+LanePath PathFromJson(const json& j) {
+  LanePath p;
+  p.local_nic = j.at("local_nic").get<std::string>();
+  p.remote_nic = j.at("remote_nic").get<std::string>();
+  p.direct = j.at("direct").get<bool>();
+  if (p.direct) {
+    p.circuit.ocs_switch = j.at("switch").get<std::string>();
+    p.circuit.port_a = j.at("port_a").get<int>();
+    p.circuit.port_b = j.at("port_b").get<int>();
+  }
+  return p;
+}
+
+}  // namespace
+
+const char* ControlTypeName(ControlType t) {
+  for (const auto& [type, name] : kNames) {
+    if (type == t) return name;
+  }
+  return "?";
+}
+
+std::string EncodeControl(const ControlMessage& m) {
+  json j = {{"type", ControlTypeName(m.type)}, {"move", m.move_id}};
+  switch (m.type) {
+    case ControlType::kMove:
+      j["target"] = PathJson(m.target);
+      j["epoch"] = m.epoch;
+      break;
+    case ControlType::kReady:
+      j["address"] = json::binary(std::vector<uint8_t>(m.address.begin(), m.address.end()));
+      break;
+    case ControlType::kRefuse:
+    case ControlType::kLaneFailed:
+      j["reason"] = m.reason;
+      break;
+    default:
+      break;
+  }
+  if (m.type == ControlType::kMove || m.type == ControlType::kReady) {
+    json counts = json::array();
+    for (const auto& [tag, n] : m.counts) counts.push_back({tag, n});
+    j["counts"] = std::move(counts);
+  }
+  std::vector<uint8_t> bytes = json::to_cbor(j);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
+  json j = json::from_cbor(data, data + size, /*strict=*/true, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lane control message of ", size, " bytes is not valid CBOR"));
+  }
+  try {
+    ControlMessage m;
+    const std::string type = j.at("type").get<std::string>();
+    auto it = std::find_if(std::begin(kNames), std::end(kNames),
+                           [&](const auto& e) { return type == e.second; });
+    if (it == std::end(kNames)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown lane control message '", type, "'"));
+    }
+    m.type = it->first;
+    m.move_id = j.at("move").get<uint64_t>();
+    if (m.type == ControlType::kMove) {
+      m.target = PathFromJson(j.at("target"));
+      m.epoch = j.at("epoch").get<uint64_t>();
+    }
+    if (m.type == ControlType::kReady) {
+      const auto& bin = j.at("address").get_binary();
+      m.address.assign(bin.begin(), bin.end());
+    }
+    if (m.type == ControlType::kRefuse || m.type == ControlType::kLaneFailed) {
+      m.reason = j.at("reason").get<std::string>();
+    }
+    if (m.type == ControlType::kMove || m.type == ControlType::kReady) {
+      for (const json& e : j.at("counts"))
+        m.counts[e.at(0).get<uint32_t>()] = e.at(1).get<uint64_t>();
+    }
+    return m;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed lane control message: ", e.what()));
+  }
+}
+
+TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b) {
+  TagCounts m = a;
+  for (const auto& [tag, n] : b) m[tag] = std::max(m[tag], n);
+  return m;
+}
+
+bool LanePath::SameAs(const LanePath& o) const {
+  return local_nic == o.local_nic && remote_nic == o.remote_nic && direct == o.direct &&
+         (!direct || (circuit.ocs_switch == o.circuit.ocs_switch &&
+                      circuit.port_a == o.circuit.port_a && circuit.port_b == o.circuit.port_b));
+}
+
+std::string LanePath::Describe() const {
+  std::string s = absl::StrCat(local_nic.empty() ? "?" : local_nic, " -> ",
+                               remote_nic.empty() ? "?" : remote_nic);
+  if (direct) {
+    absl::StrAppend(&s, " (circuit ", circuit.ocs_switch, ":", circuit.port_a, "-", circuit.port_b,
+                    ")");
+  } else {
+    absl::StrAppend(&s, " (EPS)");
+  }
+  return s;
+}
+
+}  // namespace mixnet::nccl

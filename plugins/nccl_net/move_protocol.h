@@ -1,0 +1,46 @@
+// Control messages of the lane-move protocol (path_mover.h), exchanged on the
+// lane being left under kControlTag, and their wire form (JSON: rare, small,
+// and readable in a packet capture). Pure functions; any thread.
+//
+//   MOVE        sender -> receiver  move id, target NICs and circuit, the
+//                                   sender's per-tag part counts
+//   READY       receiver -> sender  the receiver's transport address on the
+//                                   target NIC and its per-tag counts
+//   REFUSE      receiver -> sender  the move cannot be made (reason); both stay
+//   LANE_UP     either way          this end's new connection is up
+//   LANE_FAILED either way          this end's new connection failed; both stay
+//   DONE        receiver -> sender  every part numbered below the switch point
+//                                   arrived; the old lane may close
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plugins/nccl_net/lane.h"
+
+namespace mixnet::nccl {
+
+enum class ControlType { kMove, kReady, kRefuse, kLaneUp, kLaneFailed, kDone };
+const char* ControlTypeName(ControlType t);
+
+struct ControlMessage {
+  ControlType type = ControlType::kMove;
+  uint64_t move_id = 0;
+  LanePath target;      // kMove: as seen from the sender (remote_nic is the receiver's NIC)
+  uint64_t epoch = 0;   // kMove
+  std::string address;  // kReady: the receiver's transport address on target.remote_nic
+  TagCounts counts;     // kMove, kReady
+  std::string reason;   // kRefuse, kLaneFailed
+};
+
+std::string EncodeControl(const ControlMessage& m);
+// InvalidArgument describing what is wrong.
+absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size);
+
+// The switch point: for every tag either end counted, the larger count.
+TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b);
+
+}  // namespace mixnet::nccl

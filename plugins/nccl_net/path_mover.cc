@@ -1,0 +1,581 @@
+// PathMover (see path_mover.h). Threads: the "mx-nccl-mover" thread, the
+// worker agent's event thread (Prepare/Commit/Abort) and NCCL's proxy
+// threads (LanesFor, CountPosted, Advance under the comm's mutex).
+#include "plugins/nccl_net/path_mover.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugins/nccl_net/result.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::nccl {
+namespace {
+
+// How long a move may wait for its peer before this end is up; after it the
+// move is abandoned (both ends stay on the old lane).
+absl::Duration MoveTimeout(absl::Duration connect_timeout) {
+  return connect_timeout + absl::Seconds(5);
+}
+
+uint64_t NewMoveId() {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = nullptr;
+  absl::MutexLock lock(&mu);
+  if (rng == nullptr) {
+    std::random_device rd;
+    rng = new std::mt19937_64((uint64_t{rd()} << 32) ^ rd());
+  }
+  uint64_t v = 0;
+  while (v == 0) v = (*rng)();
+  return v;
+}
+
+cluster::CircuitSpec Normalized(cluster::CircuitSpec c) {
+  if (c.port_a > c.port_b) std::swap(c.port_a, c.port_b);
+  return c;
+}
+
+bool SameCircuit(const cluster::CircuitSpec& a, const cluster::CircuitSpec& b) {
+  cluster::CircuitSpec x = Normalized(a), y = Normalized(b);
+  return x.ocs_switch == y.ocs_switch && x.port_a == y.port_a && x.port_b == y.port_b;
+}
+
+std::string CommName(const Comm& c) {
+  return absl::StrCat(c.is_send ? "send comm to " : "recv comm from ",
+                      c.peer_host.empty() ? std::string("peer") : c.peer_host, " (",
+                      c.lane != nullptr && c.lane->connection != nullptr
+                          ? c.lane->connection->peer_name()
+                          : std::string("?"),
+                      ")");
+}
+
+}  // namespace
+
+bool LanesFor(Comm& comm, const uint32_t* tags, int n, std::shared_ptr<Lane>* lanes) {
+  if (comm.move == nullptr) {
+    for (int i = 0; i < n; ++i) lanes[i] = comm.lane;
+    return true;
+  }
+  const Move& m = *comm.move;
+  if (!m.switch_known) return false;
+  TagCounts extra;  // parts of this post numbered before part i, per tag
+  for (int i = 0; i < n; ++i) {
+    auto posted = comm.posted.find(tags[i]);
+    const uint64_t seq = (posted == comm.posted.end() ? 0 : posted->second) + extra[tags[i]]++;
+    auto limit = m.switch_at.find(tags[i]);
+    if (limit != m.switch_at.end() && seq < limit->second) {
+      lanes[i] = m.old;
+    } else if (m.switched) {
+      lanes[i] = comm.lane;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+void CountPosted(Comm& comm, const uint32_t* tags, int n, const std::shared_ptr<Lane>* lanes) {
+  for (int i = 0; i < n; ++i) {
+    ++comm.posted[tags[i]];
+    ++lanes[i]->outstanding;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PathMover>> PathMover::Create(Options options) {
+  if (options.spec.FindHost(options.host) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host '", options.host, "' is not in the cluster spec"));
+  }
+  auto m = std::unique_ptr<PathMover>(new PathMover(std::move(options)));
+  RETURN_IF_ERROR(m->SetRouting(m->options_.initial, false));
+  m->thread_ = std::thread([p = m.get()] { p->Run(); });
+  return m;
+}
+
+PathMover::PathMover(Options options) : options_(std::move(options)) {}
+
+PathMover::~PathMover() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+LanePath PathMover::InitialPath(const std::string& local_nic, const std::string& remote_nic) const {
+  LanePath p;
+  p.local_nic = local_nic;
+  p.remote_nic = remote_nic;
+  return p;
+}
+
+void PathMover::Add(Comm* comm) {
+  absl::MutexLock lock(&comms_mu_);
+  comms_.insert(comm);
+}
+
+void PathMover::Remove(Comm* comm) {
+  absl::MutexLock lock(&comms_mu_);
+  comms_.erase(comm);
+}
+
+absl::Status PathMover::SetRouting(const router::Topology& topology, bool restricted) {
+  ASSIGN_OR_RETURN(router::RouteTable table,
+                   router::BuildRouteTable(options_.spec, topology, options_.host));
+  absl::MutexLock lock(&routing_mu_);
+  if (!restricted) {
+    installed_ = topology;
+    installed_epoch_.store(topology.epoch);
+  }
+  routing_ = topology;
+  table_ = std::make_shared<const router::RouteTable>(std::move(table));
+  return absl::OkStatus();
+}
+
+std::optional<LanePath> PathMover::Desired(const Comm& c) const {
+  if (c.peer_host.empty() || c.peer_host == options_.host) return std::nullopt;
+  const cluster::HostSpec* peer = options_.spec.FindHost(c.peer_host);
+  const cluster::HostSpec* self = options_.spec.FindHost(options_.host);
+  if (peer == nullptr || self == nullptr) return std::nullopt;
+  std::shared_ptr<const router::RouteTable> table;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    table = table_;
+  }
+  const std::vector<router::Path>& paths = table->PathsTo(c.peer_host);
+  if (paths.empty() || paths[0].kind == router::PathKind::kIntraHost) return std::nullopt;
+  const router::Path& p = paths[c.key % paths.size()];
+  LanePath out;
+  out.local_nic = p.local_nic;
+  out.remote_nic = p.remote_nic;
+  out.direct = p.kind == router::PathKind::kOcs;
+  if (out.direct) {
+    const cluster::NicSpec* a = self->FindNic(p.local_nic);
+    const cluster::NicSpec* b = peer->FindNic(p.remote_nic);
+    if (a == nullptr || b == nullptr) return std::nullopt;
+    out.circuit = Normalized(cluster::CircuitSpec{a->ocs_switch, a->ocs_port, b->ocs_port});
+  }
+  return out;
+}
+
+bool PathMover::Vanishing(const LanePath& p) const {
+  if (!p.direct) return false;
+  absl::MutexLock lock(&routing_mu_);
+  for (const cluster::CircuitSpec& c : routing_.circuits) {
+    if (SameCircuit(c, p.circuit)) return false;
+  }
+  return true;
+}
+
+void PathMover::Send(Comm& c, Lane& lane, const ControlMessage& m) {
+  ControlSend s;
+  s.bytes = EncodeControl(m);
+  absl::StatusOr<std::unique_ptr<transport::Request>> r =
+      lane.connection->Isend(s.bytes.data(), s.bytes.size(), kControlTag);
+  if (!r.ok()) {
+    LogWarn(absl::StrCat(CommName(c), ": cannot send ", ControlTypeName(m.type), " on lane ",
+                         lane.path.Describe(), ": ", r.status().ToString()));
+    c.lane_failed = true;
+    return;
+  }
+  s.request = *std::move(r);
+  lane.control_sends.push_back(std::move(s));
+}
+
+void PathMover::PollControl(Comm& c, Lane& lane) {
+  if (lane.connection == nullptr) return;
+  while (!lane.control_sends.empty() && lane.control_sends.front().request->Done()) {
+    lane.control_sends.pop_front();
+  }
+  if (lane.control_recv == nullptr) {
+    absl::StatusOr<std::unique_ptr<transport::Request>> r =
+        lane.connection->Irecv(lane.control_buf.data(), lane.control_buf.size(), kControlTag);
+    if (!r.ok()) {
+      if (&lane == c.lane.get()) c.lane_failed = true;
+      return;
+    }
+    lane.control_recv = *std::move(r);
+  }
+  while (lane.control_recv != nullptr && lane.control_recv->Done()) {
+    absl::Status st = lane.control_recv->status();
+    const size_t size = lane.control_recv->bytes();
+    lane.control_recv.reset();
+    if (!st.ok()) {
+      // The old lane of a finished move closing is expected; the comm's own
+      // lane failing is not (its data requests fail too and NCCL sees why).
+      if (&lane == c.lane.get()) {
+        LogWarn(
+            absl::StrCat(CommName(c), ": lane ", lane.path.Describe(), " failed: ", st.ToString()));
+        c.lane_failed = true;
+      }
+      return;
+    }
+    absl::StatusOr<ControlMessage> m = DecodeControl(lane.control_buf.data(), size);
+    absl::StatusOr<std::unique_ptr<transport::Request>> again =
+        lane.connection->Irecv(lane.control_buf.data(), lane.control_buf.size(), kControlTag);
+    if (again.ok()) lane.control_recv = *std::move(again);
+    if (!m.ok()) {
+      LogWarn(absl::StrCat(CommName(c), ": ", m.status().ToString()));
+      continue;
+    }
+    HandleControl(c, lane, *m);
+  }
+}
+
+void PathMover::StartMove(Comm& c, const LanePath& target) {
+  auto m = std::make_unique<Move>();
+  m->id = NewMoveId();
+  m->target = target;
+  m->epoch = installed_epoch_.load();
+  m->old = c.lane;
+  m->started = absl::Now();
+  for (const auto& [tag, n] : c.posted) m->posted_at_start += n;
+  ControlMessage msg;
+  msg.type = ControlType::kMove;
+  msg.move_id = m->id;
+  msg.target = target;
+  msg.epoch = m->epoch;
+  msg.counts = c.posted;
+  c.move = std::move(m);
+  Send(c, *c.lane, msg);
+  moves_started_.fetch_add(1);
+  LogInfo(absl::StrCat(CommName(c), ": moving from ", c.lane->path.Describe(), " to ",
+                       target.Describe(), " (epoch ", msg.epoch, ")"));
+}
+
+void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
+  Move* move = c.move.get();
+  const bool ours = move != nullptr && move->id == m.move_id;
+  switch (m.type) {
+    case ControlType::kMove: {
+      ControlMessage reply;
+      reply.move_id = m.move_id;
+      if (c.is_send || move != nullptr) {
+        reply.type = ControlType::kRefuse;
+        reply.reason = c.is_send ? "MOVE sent to a send comm" : "a move is already in progress";
+        Send(c, on, reply);
+        return;
+      }
+      absl::StatusOr<transport::Device*> device = options_.device(m.target.remote_nic);
+      if (!device.ok()) {
+        reply.type = ControlType::kRefuse;
+        reply.reason = absl::StrCat("host ", options_.host, " cannot use NIC ", m.target.remote_nic,
+                                    ": ", device.status().ToString());
+        Send(c, on, reply);
+        return;
+      }
+      auto mv = std::make_unique<Move>();
+      mv->id = m.move_id;
+      mv->target.local_nic = m.target.remote_nic;
+      mv->target.remote_nic = m.target.local_nic;
+      mv->target.direct = m.target.direct;
+      mv->target.circuit = m.target.circuit;
+      mv->epoch = m.epoch;
+      mv->old = c.lane;
+      mv->started = absl::Now();
+      for (const auto& [tag, n] : c.posted) mv->posted_at_start += n;
+      mv->switch_at = SwitchPoint(m.counts, c.posted);
+      mv->switch_known = true;
+      transport::ConnectOptions co;
+      co.connection_id = m.move_id;
+      co.initiator = false;
+      co.peer_name = absl::StrCat(on.connection->peer_name(), " via ", mv->target.Describe());
+      co.timeout = options_.connect_timeout;
+      transport::Device* d = *device;
+      absl::StatusOr<std::shared_ptr<ConnectionTask>> dial =
+          ConnectionTask::Start([d, co](const std::atomic<bool>&) { return d->Connect(co); });
+      if (!dial.ok()) {
+        reply.type = ControlType::kRefuse;
+        reply.reason = dial.status().ToString();
+        Send(c, on, reply);
+        return;
+      }
+      mv->dial = *std::move(dial);
+      reply.type = ControlType::kReady;
+      reply.address = d->address();
+      reply.counts = c.posted;
+      c.move = std::move(mv);
+      Send(c, on, reply);
+      return;
+    }
+    case ControlType::kReady: {
+      if (!ours || move->switch_known || !c.is_send) return;
+      move->switch_at = SwitchPoint(c.posted, m.counts);
+      move->switch_known = true;
+      absl::StatusOr<transport::Device*> device = options_.device(move->target.local_nic);
+      if (!device.ok()) {
+        Abandon(c, device.status().ToString(), true);
+        return;
+      }
+      transport::ConnectOptions co;
+      co.remote_address = m.address;
+      co.connection_id = move->id;
+      co.initiator = true;
+      co.peer_name = absl::StrCat(on.connection->peer_name(), " via ", move->target.Describe());
+      co.timeout = options_.connect_timeout;
+      transport::Device* d = *device;
+      absl::StatusOr<std::shared_ptr<ConnectionTask>> dial =
+          ConnectionTask::Start([d, co](const std::atomic<bool>&) { return d->Connect(co); });
+      if (!dial.ok()) {
+        Abandon(c, dial.status().ToString(), true);
+        return;
+      }
+      move->dial = *std::move(dial);
+      return;
+    }
+    case ControlType::kRefuse:
+      if (ours) Abandon(c, absl::StrCat("the receiver refused: ", m.reason), false);
+      return;
+    case ControlType::kLaneUp:
+      if (ours) {
+        move->peer_up = true;
+        MaybeSwitch(c);
+      }
+      return;
+    case ControlType::kLaneFailed:
+      if (ours) Abandon(c, absl::StrCat("the peer's end failed: ", m.reason), false);
+      return;
+    case ControlType::kDone:
+      if (ours && c.is_send) {
+        move->done_received = true;
+        MaybeRetire(c);
+      }
+      return;
+  }
+}
+
+void PathMover::Abandon(Comm& c, const std::string& why, bool tell_peer) {
+  Move& m = *c.move;
+  if (m.switched) return;  // never after switching: the peer may have switched too
+  if (tell_peer && !m.local_up) {
+    ControlMessage msg;
+    msg.type = ControlType::kLaneFailed;
+    msg.move_id = m.id;
+    msg.reason = why;
+    Send(c, *m.old, msg);
+  }
+  if (m.dial != nullptr) m.dial->Cancel();
+  LogWarn(absl::StrCat(CommName(c), ": move to ", m.target.Describe(), " abandoned, staying on ",
+                       c.lane->path.Describe(), ": ", why));
+  c.move.reset();
+  moves_abandoned_.fetch_add(1);
+  // Back off before trying again (the routing may well ask at once): 50 ms,
+  // doubling per failure in a row, at most ~13 s.
+  c.retry_after = absl::Now() + absl::Milliseconds(50) * (1 << std::min(c.failed_moves, 8));
+  ++c.failed_moves;
+}
+
+void PathMover::MaybeSwitch(Comm& c) {
+  Move& m = *c.move;
+  if (m.switched || !m.local_up || !m.peer_up) return;
+  c.lane = std::move(m.next);
+  m.switched = true;
+  LogInfo(absl::StrCat(CommName(c), ": switched to ", c.lane->path.Describe()));
+}
+
+void PathMover::MaybeRetire(Comm& c) {
+  Move& m = *c.move;
+  if (!m.switched) return;
+  if (!c.is_send) {
+    if (!m.done_sent) {
+      if (m.old->outstanding > 0) return;
+      for (const auto& [tag, limit] : m.switch_at) {
+        auto it = c.posted.find(tag);
+        if ((it == c.posted.end() ? 0 : it->second) < limit) return;
+      }
+      ControlMessage msg;
+      msg.type = ControlType::kDone;
+      msg.move_id = m.id;
+      Send(c, *m.old, msg);
+      m.done_sent = true;
+    }
+    // Close the old lane only once DONE left (closing with it queued would
+    // cut it off).
+    for (const ControlSend& s : m.old->control_sends) {
+      if (!s.request->Done()) return;
+    }
+  } else if (!m.done_received || m.old->outstanding > 0) {
+    return;
+  }
+  ++c.moves;
+  c.failed_moves = 0;
+  moves_done_.fetch_add(1);
+  uint64_t below = 0;
+  for (const auto& [tag, limit] : m.switch_at) below += limit;
+  LogInfo(absl::StrCat(CommName(c), ": move ", m.id, " done in ",
+                       absl::FormatDuration(absl::Now() - m.started), ", left ",
+                       m.old->path.Describe(), "; ", below - m.posted_at_start,
+                       " parts were posted on it after the move began"));
+  c.move.reset();
+}
+
+void PathMover::Advance(Comm& c) {
+  if (c.lane_failed || c.lane == nullptr) return;
+  std::shared_ptr<Lane> lane = c.lane;  // kept alive while its messages are handled
+  PollControl(c, *lane);
+  if (c.move != nullptr && c.move->old != nullptr && c.move->old != c.lane) {
+    std::shared_ptr<Lane> old = c.move->old;
+    PollControl(c, *old);
+  }
+  if (c.lane_failed) return;
+  if (c.move == nullptr) {
+    if (!c.is_send || absl::Now() < c.retry_after) return;
+    std::optional<LanePath> want = Desired(c);
+    if (want.has_value() && !want->SameAs(c.lane->path)) StartMove(c, *want);
+    return;
+  }
+  Move& m = *c.move;
+  if (m.dial != nullptr) {
+    std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> r = m.dial->Poll();
+    if (r.has_value()) {
+      m.dial.reset();
+      if (!r->ok()) {
+        Abandon(c, r->status().ToString(), true);
+        return;
+      }
+      m.next = std::make_shared<Lane>();
+      m.next->path = m.target;
+      m.next->connection_id = m.id;
+      m.next->connection = **std::move(r);
+      m.local_up = true;
+      ControlMessage up;
+      up.type = ControlType::kLaneUp;
+      up.move_id = m.id;
+      Send(c, *m.old, up);
+      PollControl(c, *m.next);  // posts its control receive
+    }
+  }
+  if (c.move == nullptr) return;
+  if (!c.move->local_up && !c.move->switched &&
+      (Vanishing(c.move->target) ||
+       absl::Now() - c.move->started > MoveTimeout(options_.connect_timeout))) {
+    Abandon(c, Vanishing(c.move->target) ? "its circuit is leaving the topology" : "timed out",
+            true);
+    return;
+  }
+  MaybeSwitch(c);
+  if (c.move != nullptr) MaybeRetire(c);
+}
+
+std::string PathMover::DescribeBlocked() const {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&comms_mu_);
+  for (Comm* c : comms_) {
+    absl::MutexLock cl(&c->mu);
+    if (c->lane == nullptr) continue;
+    bool blocked = Vanishing(c->lane->path);
+    if (c->move != nullptr) {
+      blocked |= Vanishing(c->move->target) || (c->move->old && Vanishing(c->move->old->path));
+    }
+    if (blocked) out.push_back(CommName(*c));
+    if (out.size() >= 4) break;
+  }
+  return absl::StrJoin(out, "; ");
+}
+
+absl::Status PathMover::Prepare(const router::Topology& target, absl::Time deadline) {
+  router::Topology restricted;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    restricted.epoch = installed_.epoch;
+    for (const cluster::CircuitSpec& c : installed_.circuits) {
+      for (const cluster::CircuitSpec& t : target.circuits) {
+        if (SameCircuit(c, t)) {
+          restricted.circuits.push_back(c);
+          break;
+        }
+      }
+    }
+  }
+  RETURN_IF_ERROR(SetRouting(restricted, true));
+  while (true) {
+    const std::string blocked = DescribeBlocked();
+    if (blocked.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("NCCL plugin on host ", options_.host,
+                                                      ": comms still on circuits leaving at epoch ",
+                                                      target.epoch, ": ", blocked));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::Status PathMover::Commit(const router::Topology& target, absl::Time deadline) {
+  return SetRouting(target, false);
+}
+
+void PathMover::Abort(uint64_t epoch) {
+  router::Topology installed;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    installed = installed_;
+  }
+  absl::Status s = SetRouting(installed, false);
+  if (!s.ok()) LogWarn(absl::StrCat("abort of epoch ", epoch, ": ", s.ToString()));
+}
+
+uint64_t PathMover::installed_epoch() const { return installed_epoch_.load(); }
+
+PathMover::Stats PathMover::stats() const {
+  Stats s;
+  s.moves_started = moves_started_.load();
+  s.moves_done = moves_done_.load();
+  s.moves_abandoned = moves_abandoned_.load();
+  s.installed_epoch = installed_epoch_.load();
+  return s;
+}
+
+void PathMover::Report() {
+  if (options_.report_period <= absl::ZeroDuration() || !options_.report) return;
+  const absl::Time now = absl::Now();
+  const int64_t period_ns = absl::ToInt64Nanoseconds(options_.report_period);
+  if (next_report_ == absl::Time()) {
+    next_report_ = absl::FromUnixNanos((absl::ToUnixNanos(now) / period_ns + 1) * period_ns);
+    return;
+  }
+  if (now < next_report_) return;
+  TrafficSample sample;
+  sample.period = absl::ToUnixNanos(next_report_) / period_ns - 1;
+  next_report_ = absl::FromUnixNanos((absl::ToUnixNanos(now) / period_ns + 1) * period_ns);
+  absl::flat_hash_map<std::string, uint64_t> by_peer;
+  {
+    absl::MutexLock lock(&comms_mu_);
+    for (Comm* c : comms_) {
+      if (!c->is_send) continue;
+      absl::MutexLock cl(&c->mu);
+      const uint64_t delta = c->sent_bytes - c->reported_bytes;
+      c->reported_bytes = c->sent_bytes;
+      if (delta > 0 && !c->peer_host.empty() && c->peer_host != options_.host &&
+          options_.spec.FindHost(c->peer_host) != nullptr) {
+        by_peer[c->peer_host] += delta;
+      }
+    }
+  }
+  if (by_peer.empty()) return;
+  for (const auto& [peer, bytes] : by_peer) {
+    sample.peer_hosts.push_back(peer);
+    sample.bytes.push_back(static_cast<double>(bytes));
+  }
+  options_.report(std::move(sample));
+}
+
+void PathMover::Run() {
+  pthread_setname_np(pthread_self(), "mx-nccl-mover");
+  while (!stop_.load()) {
+    bool busy = false;
+    {
+      absl::MutexLock lock(&comms_mu_);
+      for (Comm* c : comms_) {
+        absl::MutexLock cl(&c->mu);
+        Advance(*c);
+        busy |= c->move != nullptr;
+      }
+    }
+    Report();
+    absl::SleepFor(busy ? options_.tick : options_.tick * 10);
+  }
+}
+
+}  // namespace mixnet::nccl

@@ -1,0 +1,156 @@
+// PathMover: moves NCCL comms between lanes (EPS paths and direct OCS
+// circuits) as the fabric's topology epochs change, without losing or
+// reordering a byte. It is the plugin's router::TopologyFollower: the worker
+// agent drives it with PREPARE / COMMIT / ABORT from mixnet-controller.
+//
+// Routing: a send comm to host P should run over the route table's path to P
+// under the routing topology (installed circuits; during a PREPARE, only the
+// circuits in both the installed and the target topology), the comm's `key`
+// choosing among several circuits. A comm starts on the EPS lane its connect
+// made; the mover thread moves every send comm whose lane is not its desired
+// path. Receivers follow their senders: they need no topology of their own.
+//
+// The move protocol (messages in move_protocol.h), on the lane being left:
+//  1. The sender stops posting, sends MOVE with its per-tag part counts.
+//  2. The receiver answers READY with its counts and its address on the target
+//     NIC, and waits for the new connection; both ends now know the switch
+//     point M[t] = max of the two counts for each tag t. Parts numbered below
+//     M[t] go on the old lane (the end that is behind keeps posting there),
+//     the others wait for the new lane. Nothing is re-posted or cancelled, so
+//     FIFO matching per tag holds across the switch.
+//  3. Each end sends LANE_UP once its end of the new connection is up, and
+//     switches when it has both its own and the peer's LANE_UP. An end whose
+//     connection fails sends LANE_FAILED; then neither switches and the comm
+//     stays where it was (an unreachable circuit costs nothing but the try).
+//  4. Once every part below M arrived, the receiver sends DONE; both drop the
+//     old lane (it closes when its last request is tested).
+//
+// PREPARE returns once no comm uses, or is moving onto, a circuit outside the
+// restricted topology (bounded by the round's deadline). COMMIT installs the
+// target; comms move onto new circuits in the background.
+//
+// Traffic reports: every `report_period` the bytes each send comm carried
+// are summed per peer host and handed to `report` (the worker agent), one row
+// per period (the period index is the row's iteration), so the controller
+// sees the NCCL traffic matrix.
+//
+// Threads: a "mx-nccl-mover" thread advances moves and reports; the agent's
+// event thread calls the TopologyFollower methods; NCCL's proxy threads call
+// LanesFor and Advance with the comm's mutex held. Lock order: the mover's
+// comm set, then a comm's mutex, then the routing state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "plugins/nccl_net/comm.h"
+#include "plugins/nccl_net/move_protocol.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/router/route_table.h"
+#include "runtime/router/topology_follower.h"
+
+namespace mixnet::nccl {
+
+// Which lane each part of a post goes on; false: not now (ask NCCL to retry).
+// Without a move in progress every part goes on the comm's lane.
+bool LanesFor(Comm& comm, const uint32_t* tags, int n, std::shared_ptr<Lane>* lanes)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+// Counts the posted parts (after they were posted on `lanes`).
+void CountPosted(Comm& comm, const uint32_t* tags, int n, const std::shared_ptr<Lane>* lanes)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+
+// One traffic row: bytes sent to each peer host during period `period`.
+struct TrafficSample {
+  int64_t period = 0;
+  std::vector<std::string> peer_hosts;
+  std::vector<double> bytes;
+};
+
+class PathMover : public router::TopologyFollower {
+ public:
+  struct Options {
+    cluster::ClusterSpec spec;
+    std::string host;
+    router::Topology initial;  // spec circuits at epoch 0 unless a controller says more
+    // The transport device of a local NIC (cluster-spec name).
+    std::function<absl::StatusOr<transport::Device*>(const std::string& nic)> device;
+    absl::Duration connect_timeout = absl::Seconds(10);
+    absl::Duration tick = absl::Milliseconds(1);
+    absl::Duration report_period = absl::ZeroDuration();  // zero: no reports
+    std::function<void(TrafficSample)> report;
+  };
+  static absl::StatusOr<std::unique_ptr<PathMover>> Create(Options options);
+  ~PathMover() override;  // stops the thread; comms must be removed first
+
+  // The lane a new send comm to `peer_host` should start on: the EPS path
+  // between the NCCL device's NIC and the listener's NIC (`remote_nic`).
+  LanePath InitialPath(const std::string& local_nic, const std::string& remote_nic) const;
+
+  void Add(Comm* comm);
+  void Remove(Comm* comm);  // after it, the mover never touches `comm`
+  // Advances `comm`'s move (control messages, dials, switching, retiring)
+  // and starts one when the comm is a send comm off its desired path.
+  void Advance(Comm& comm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+
+  // router::TopologyFollower (agent thread).
+  absl::Status Prepare(const router::Topology& target, absl::Time deadline) override;
+  absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
+  void Abort(uint64_t epoch) override;
+  uint64_t installed_epoch() const override;
+
+  struct Stats {
+    uint64_t moves_started = 0, moves_done = 0, moves_abandoned = 0;
+    uint64_t installed_epoch = 0;
+  };
+  Stats stats() const;
+
+ private:
+  explicit PathMover(Options options);
+  void Run();
+  // Routing state: the path a send comm should use now; nullopt when the
+  // peer is not a host of the spec (the comm stays where it is).
+  std::optional<LanePath> Desired(const Comm& comm) const;
+  absl::Status SetRouting(const router::Topology& topology, bool restricted);
+  // True when `p` is direct over a circuit the routing topology lacks.
+  bool Vanishing(const LanePath& p) const;
+  std::string DescribeBlocked() const;
+  void Report();
+
+  // Move steps (comm.mu held).
+  void StartMove(Comm& c, const LanePath& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void HandleControl(Comm& c, Lane& on, const ControlMessage& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void PollControl(Comm& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void Send(Comm& c, Lane& lane, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void Abandon(Comm& c, const std::string& why, bool tell_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void MaybeSwitch(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void MaybeRetire(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+
+  const Options options_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+
+  mutable absl::Mutex comms_mu_;
+  absl::flat_hash_set<Comm*> comms_ ABSL_GUARDED_BY(comms_mu_);
+
+  mutable absl::Mutex routing_mu_;
+  router::Topology installed_ ABSL_GUARDED_BY(routing_mu_);
+  router::Topology routing_ ABSL_GUARDED_BY(routing_mu_);  // installed, or the restriction
+  std::shared_ptr<const router::RouteTable> table_ ABSL_GUARDED_BY(routing_mu_);
+  std::atomic<uint64_t> installed_epoch_{0};
+
+  std::atomic<uint64_t> moves_started_{0}, moves_done_{0}, moves_abandoned_{0};
+  absl::Time next_report_;  // mover thread only
+};
+
+}  // namespace mixnet::nccl

@@ -1,0 +1,305 @@
+// PathMover (plugins/nccl_net/path_mover.h) in one process, over the real TCP
+// transport on loopback: two "hosts" (each a mover with its own EPS and OCS
+// devices on distinct 127.x addresses) and one send comm / recv comm pair,
+// driven the way the plugin drives them (LanesFor, the transport's Isend /
+// Irecv on the chosen lane, CountPosted). A COMMIT that adds a circuit moves
+// the pair onto it while the two ends have posted different numbers of parts
+// per tag, so the switch point makes the end that is behind keep posting on
+// the old lane; a receiver that cannot use the target NIC refuses and the
+// comm stays on EPS. Every byte checked.
+// Threads: the test thread posts and waits; each mover runs its own thread.
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "plugins/nccl_net/path_mover.h"
+#include "runtime/transport/transport.h"
+
+namespace mixnet::nccl {
+namespace {
+
+constexpr char kSpec[] = R"(name: mover
+ocs_switches:
+  - {name: ocs0, ports: 4, switch_ms: 1}
+hosts:
+  - name: h0
+    nics:
+      - {name: eps0, role: eps, address: 127.0.41.1/32, gbps: 1}
+      - {name: ocs0, role: ocs, address: 127.0.42.1/32, gbps: 100, switch: ocs0, port: 1}
+  - name: h1
+    nics:
+      - {name: eps0, role: eps, address: 127.0.41.2/32, gbps: 1}
+      - {name: ocs0, role: ocs, address: 127.0.42.2/32, gbps: 100, switch: ocs0, port: 2}
+regions:
+  - {name: r0, hosts: [h0, h1]}
+)";
+
+struct Host {
+  std::map<std::string, std::unique_ptr<transport::Device>> devices;
+  std::unique_ptr<PathMover> mover;
+  bool refuse_ocs = false;
+};
+
+std::unique_ptr<transport::Device> MakeDevice(const std::string& address) {
+  transport::DeviceOptions o = transport::DeviceOptionsFromSettings();
+  o.ifname.clear();
+  o.bind_address = address;
+  auto d = transport::CreateDevice("tcp", o);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *std::move(d) : nullptr;
+}
+
+class PathMoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto spec = cluster::ClusterSpec::Parse(kSpec);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    for (int h = 0; h < 2; ++h) {
+      Host& host = hosts_[h];
+      host.devices["eps0"] = MakeDevice(absl::StrCat("127.0.41.", h + 1));
+      host.devices["ocs0"] = MakeDevice(absl::StrCat("127.0.42.", h + 1));
+      PathMover::Options o;
+      o.spec = *spec;
+      o.host = absl::StrCat("h", h);
+      o.initial = router::Topology{0, {}};
+      o.device = [&host](const std::string& nic) -> absl::StatusOr<transport::Device*> {
+        if (nic == "ocs0" && host.refuse_ocs) return absl::UnavailableError("ocs0 is down here");
+        auto it = host.devices.find(nic);
+        if (it == host.devices.end()) return absl::NotFoundError(nic);
+        return it->second.get();
+      };
+      o.connect_timeout = absl::Seconds(5);
+      auto m = PathMover::Create(std::move(o));
+      ASSERT_TRUE(m.ok()) << m.status();
+      host.mover = *std::move(m);
+    }
+    // The comm pair's first lane: EPS, h0 -> h1.
+    transport::ConnectOptions dial, wait;
+    dial.remote_address = hosts_[1].devices["eps0"]->address();
+    dial.connection_id = wait.connection_id = 77;
+    dial.initiator = true;
+    dial.peer_name = "h1";
+    wait.peer_name = "h0";
+    absl::StatusOr<std::unique_ptr<transport::Connection>> accepted;
+    std::thread t([&] { accepted = hosts_[1].devices["eps0"]->Connect(wait); });
+    auto dialed = hosts_[0].devices["eps0"]->Connect(dial);
+    t.join();
+    ASSERT_TRUE(dialed.ok()) << dialed.status();
+    ASSERT_TRUE(accepted.ok()) << accepted.status();
+    send_.is_send = true;
+    send_.peer_host = "h1";
+    recv_.peer_host = "h0";
+    {
+      absl::MutexLock l(&send_.mu);
+      send_.lane = std::make_shared<Lane>();
+      send_.lane->path = LanePath{"eps0", "eps0"};
+      send_.lane->connection = *std::move(dialed);
+    }
+    {
+      absl::MutexLock l(&recv_.mu);
+      recv_.lane = std::make_shared<Lane>();
+      recv_.lane->path = LanePath{"eps0", ""};
+      recv_.lane->connection = *std::move(accepted);
+    }
+    hosts_[0].mover->Add(&send_);
+    hosts_[1].mover->Add(&recv_);
+  }
+
+  void TearDown() override {
+    if (hosts_[0].mover != nullptr) hosts_[0].mover->Remove(&send_);
+    if (hosts_[1].mover != nullptr) hosts_[1].mover->Remove(&recv_);
+    for (Comm* c : {&send_, &recv_}) {
+      absl::MutexLock l(&c->mu);
+      c->move.reset();
+      c->lane.reset();
+    }
+    for (Host& h : hosts_) h.mover.reset();
+  }
+
+  // Waits until `c` has a move in progress (the mover threads start them).
+  bool WaitMoving(Comm& c, absl::Duration timeout = absl::Seconds(5)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock l(&c.mu);
+        if (c.move != nullptr) return true;
+      }
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return false;
+  }
+
+  struct Posted {
+    std::unique_ptr<transport::Request> request;
+    std::shared_ptr<Lane> lane;
+  };
+
+  // Posts one part as the plugin does, retrying (and advancing the move)
+  // while LanesFor says "not now".
+  Posted Post(Comm& c, uint32_t tag, void* buf, size_t size) {
+    PathMover* mover = (&c == &send_ ? hosts_[0] : hosts_[1]).mover.get();
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock l(&c.mu);
+        std::shared_ptr<Lane> lane;
+        if (LanesFor(c, &tag, 1, &lane)) {
+          auto r = c.is_send ? lane->connection->Isend(buf, size, tag)
+                             : lane->connection->Irecv(buf, size, tag);
+          EXPECT_TRUE(r.ok()) << r.status();
+          CountPosted(c, &tag, 1, &lane);
+          return Posted{r.ok() ? *std::move(r) : nullptr, lane};
+        }
+        mover->Advance(c);
+      }
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    ADD_FAILURE() << "posting on " << (c.is_send ? "send" : "recv") << " comm never allowed";
+    return Posted{};
+  }
+
+  // Waits for a part and releases its lane reference as Test does.
+  void Finish(Comm& c, Posted& p, size_t expect_bytes) {
+    ASSERT_NE(p.request, nullptr);
+    ASSERT_TRUE(p.request->Wait(absl::Seconds(10)).ok()) << p.request->status();
+    EXPECT_EQ(p.request->bytes(), expect_bytes);
+    absl::MutexLock l(&c.mu);
+    --p.lane->outstanding;
+  }
+
+  bool WaitIdle(Comm& c, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock l(&c.mu);
+        if (c.move == nullptr && c.moves > 0) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return false;
+  }
+
+  Host hosts_[2];
+  Comm send_, recv_;
+};
+
+std::vector<uint8_t> Payload(size_t n, int seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed * 7 + 1);
+  return v;
+}
+
+TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
+  constexpr size_t kBig = 200 << 10, kSmall = 512;  // rendezvous and eager
+  // Tag 7: the receiver is 4 parts ahead. Tag 9: the sender is 1 part ahead.
+  std::vector<std::vector<uint8_t>> out7, in7(8), out9, in9(2);
+  for (int i = 0; i < 8; ++i) out7.push_back(Payload(i % 2 ? kSmall : kBig, i));
+  for (int i = 0; i < 2; ++i) out9.push_back(Payload(kSmall, 100 + i));
+  for (int i = 0; i < 8; ++i) in7[i].assign(out7[i].size(), 0);
+  for (int i = 0; i < 2; ++i) in9[i].assign(kSmall, 0);
+
+  std::vector<Posted> r7, s7, r9, s9;
+  for (int i = 0; i < 6; ++i) r7.push_back(Post(recv_, 7, in7[i].data(), in7[i].size()));
+  for (int i = 0; i < 2; ++i) s7.push_back(Post(send_, 7, out7[i].data(), out7[i].size()));
+  s9.push_back(Post(send_, 9, out9[0].data(), kSmall));
+
+  // The controller commits a circuit between the hosts' OCS NICs.
+  router::Topology t{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[1].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(hosts_[0].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  // The sender's MOVE is out and the receiver has answered it (neither move
+  // can finish before the parts below the switch point are posted).
+  ASSERT_TRUE(WaitMoving(send_));
+  ASSERT_TRUE(WaitMoving(recv_));
+
+  // Sends 3..6 of tag 7 are below the switch point (the receiver posted 6):
+  // they go on EPS; the 7th and 8th go on the circuit. Receive 1 of tag 9 is
+  // below the sender's count: EPS; receive 2 of tag 9: the circuit.
+  for (int i = 2; i < 8; ++i) s7.push_back(Post(send_, 7, out7[i].data(), out7[i].size()));
+  r9.push_back(Post(recv_, 9, in9[0].data(), kSmall));
+  for (int i = 6; i < 8; ++i) r7.push_back(Post(recv_, 7, in7[i].data(), in7[i].size()));
+  s9.push_back(Post(send_, 9, out9[1].data(), kSmall));
+  r9.push_back(Post(recv_, 9, in9[1].data(), kSmall));
+
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(s7[i].lane->path.direct, i >= 6) << "send " << i << " of tag 7";
+    EXPECT_EQ(r7[i].lane->path.direct, i >= 6) << "recv " << i << " of tag 7";
+  }
+  EXPECT_FALSE(s9[0].lane->path.direct);
+  EXPECT_FALSE(r9[0].lane->path.direct);
+  EXPECT_TRUE(s9[1].lane->path.direct);
+  EXPECT_TRUE(r9[1].lane->path.direct);
+  for (int i = 0; i < 8; ++i) {
+    Finish(send_, s7[i], out7[i].size());
+    Finish(recv_, r7[i], out7[i].size());
+    EXPECT_EQ(in7[i], out7[i]) << "tag 7 message " << i;
+  }
+  for (int i = 0; i < 2; ++i) {
+    Finish(send_, s9[i], kSmall);
+    Finish(recv_, r9[i], kSmall);
+    EXPECT_EQ(in9[i], out9[i]) << "tag 9 message " << i;
+  }
+  ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
+  ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
+  {
+    absl::MutexLock l(&send_.mu);
+    EXPECT_TRUE(send_.lane->path.direct);
+    EXPECT_EQ(send_.lane->path.local_nic, "ocs0");
+  }
+  EXPECT_EQ(hosts_[0].mover->stats().moves_done, 1u);
+  EXPECT_EQ(hosts_[1].mover->stats().moves_done, 1u);
+
+  // PREPARE of a topology without the circuit (both hosts at once, as the
+  // controller sends it) moves the pair back to EPS before it returns; the
+  // receiver's PREPARE waits for its sender to move it.
+  router::Topology none{3, {}};
+  absl::Status p1;
+  std::thread other([&] { p1 = hosts_[1].mover->Prepare(none, absl::Now() + absl::Seconds(5)); });
+  absl::Status p0 = hosts_[0].mover->Prepare(none, absl::Now() + absl::Seconds(5));
+  other.join();
+  ASSERT_TRUE(p0.ok()) << p0;
+  ASSERT_TRUE(p1.ok()) << p1;
+  {
+    absl::MutexLock l(&send_.mu);
+    EXPECT_FALSE(send_.lane->path.direct);
+  }
+  std::vector<uint8_t> after = Payload(kBig, 9), got(kBig, 0);
+  Posted rr = Post(recv_, 7, got.data(), got.size());
+  Posted ss = Post(send_, 7, after.data(), after.size());
+  Finish(send_, ss, kBig);
+  Finish(recv_, rr, kBig);
+  EXPECT_EQ(got, after);
+  EXPECT_FALSE(ss.lane->path.direct);
+}
+
+TEST_F(PathMoverTest, AReceiverThatCannotUseTheTargetRefusesAndTheCommStays) {
+  hosts_[1].refuse_ocs = true;
+  router::Topology t{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[1].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(hosts_[0].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (hosts_[0].mover->stats().moves_abandoned == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_GE(hosts_[0].mover->stats().moves_abandoned, 1u);
+  // Data still flows, on EPS (the mover may try again; every try is refused).
+  for (int i = 0; i < 20; ++i) {
+    std::vector<uint8_t> out = Payload(4096, i), in(4096, 0);
+    Posted r = Post(recv_, 3, in.data(), in.size());
+    Posted s = Post(send_, 3, out.data(), out.size());
+    Finish(send_, s, 4096);
+    Finish(recv_, r, 4096);
+    ASSERT_EQ(in, out) << "message " << i;
+    EXPECT_FALSE(s.lane->path.direct);
+  }
+  EXPECT_EQ(hosts_[0].mover->stats().moves_done, 0u);
+}
+
+}  // namespace
+}  // namespace mixnet::nccl
