@@ -13,6 +13,7 @@ PACKAGES=(
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   iproute2 procps gnuplot-nox
+  python3-dev pybind11-dev python3-torch
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
