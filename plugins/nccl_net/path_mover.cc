@@ -205,9 +205,16 @@ void PathMover::PollControl(Comm& c, Lane& lane) {
     if (!st.ok()) {
       // The old lane of a finished move closing is expected; the comm's own
       // lane failing is not (its data requests fail too and NCCL sees why).
+      // An idle lane closing is the peer closing its comm (teardown); with
+      // requests on it or a move in progress it is a failure.
       if (&lane == c.lane.get()) {
-        LogWarn(
-            absl::StrCat(CommName(c), ": lane ", lane.path.Describe(), " failed: ", st.ToString()));
+        const std::string what =
+            absl::StrCat(CommName(c), ": lane ", lane.path.Describe(), " ended: ", st.ToString());
+        if (lane.outstanding == 0 && c.move == nullptr) {
+          LogInfo(what);
+        } else {
+          LogWarn(what);
+        }
         c.lane_failed = true;
       }
       return;

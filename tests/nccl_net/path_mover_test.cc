@@ -98,13 +98,14 @@ class PathMoverTest : public ::testing::Test {
     {
       absl::MutexLock l(&send_.mu);
       send_.lane = std::make_shared<Lane>();
-      send_.lane->path = LanePath{"eps0", "eps0"};
+      send_.lane->path.local_nic = "eps0";
+      send_.lane->path.remote_nic = "eps0";
       send_.lane->connection = *std::move(dialed);
     }
     {
       absl::MutexLock l(&recv_.mu);
       recv_.lane = std::make_shared<Lane>();
-      recv_.lane->path = LanePath{"eps0", ""};
+      recv_.lane->path.local_nic = "eps0";
       recv_.lane->connection = *std::move(accepted);
     }
     hosts_[0].mover->Add(&send_);
