@@ -1,9 +1,13 @@
 // Wire form of the lane-move control messages (see move_protocol.h). Any thread.
 #include "plugins/nccl_net/move_protocol.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace mixnet::nccl {
@@ -113,6 +117,19 @@ absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("malformed lane control message: ", e.what()));
   }
+}
+
+uint64_t RandomId() {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = nullptr;
+  absl::MutexLock lock(&mu);
+  if (rng == nullptr) {
+    std::random_device rd;
+    rng = new std::mt19937_64((uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid()));
+  }
+  uint64_t v = 0;
+  while (v == 0) v = (*rng)();
+  return v;
 }
 
 TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b) {

@@ -40,6 +40,10 @@ std::string EncodeControl(const ControlMessage& m);
 // InvalidArgument describing what is wrong.
 absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size);
 
+// A random non-zero 64-bit id (connections, listen comms, moves); seeded per
+// process. Thread-safe.
+uint64_t RandomId();
+
 // The switch point: for every tag either end counted, the larger count.
 TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b);
 

@@ -6,7 +6,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,19 +19,6 @@ namespace {
 // move is abandoned (both ends stay on the old lane).
 absl::Duration MoveTimeout(absl::Duration connect_timeout) {
   return connect_timeout + absl::Seconds(5);
-}
-
-uint64_t NewMoveId() {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::mt19937_64* rng = nullptr;
-  absl::MutexLock lock(&mu);
-  if (rng == nullptr) {
-    std::random_device rd;
-    rng = new std::mt19937_64((uint64_t{rd()} << 32) ^ rd());
-  }
-  uint64_t v = 0;
-  while (v == 0) v = (*rng)();
-  return v;
 }
 
 cluster::CircuitSpec Normalized(cluster::CircuitSpec c) {
@@ -233,7 +219,7 @@ void PathMover::PollControl(Comm& c, Lane& lane) {
 
 void PathMover::StartMove(Comm& c, const LanePath& target) {
   auto m = std::make_unique<Move>();
-  m->id = NewMoveId();
+  m->id = RandomId();
   m->target = target;
   m->epoch = installed_epoch_.load();
   m->old = c.lane;

@@ -7,8 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <random>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugins/nccl_net/handshake.h"
@@ -34,19 +32,6 @@ absl::Status NotLive(const char* call, const void* p, const char* what) {
 
 absl::Status NullOut(const char* call, const char* what) {
   return absl::InvalidArgumentError(absl::StrCat(call, ": output pointer ", what, " is NULL"));
-}
-
-uint64_t RandomId() {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::mt19937_64* rng = nullptr;
-  absl::MutexLock lock(&mu);
-  if (rng == nullptr) {
-    std::random_device rd;
-    rng = new std::mt19937_64((uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid()));
-  }
-  uint64_t v = 0;
-  while (v == 0) v = (*rng)();
-  return v;
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "tests/emulation/netns_test_util.h"
+#include "tests/nccl_net/enter_host.h"
 #include "tests/nccl_net/epoch_traffic.h"
 #include "tests/nccl_net/plugin_harness.h"
 #include "tests/ocs_driver/daemon_process.h"
@@ -59,15 +60,7 @@ std::string SpecYaml() {
 // (and a sysfs of it) and configure the plugin from the spec.
 absl::Status EnterHost(const std::string& ns, const std::string& host, const std::string& spec,
                        const std::string& controller) {
-  ASSIGN_OR_RETURN(int fd, netns::OpenNamespaceFd(ns));
-  const int rc = setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoStatus(ns, "setns", err);
-  if (unshare(CLONE_NEWNS) == 0 && mount("", "/", "none", MS_SLAVE | MS_REC, nullptr) == 0) {
-    umount2("/sys", MNT_DETACH);
-    mount("sysfs", "/sys", "sysfs", 0, nullptr);
-  }
+  RETURN_IF_ERROR(EnterNamespace(ns));
   setenv("MIXNET_CLUSTER_SPEC", spec.c_str(), 1);
   setenv("MIXNET_HOST", host.c_str(), 1);
   setenv("MIXNET_CONTROLLER", controller.c_str(), 1);

@@ -28,6 +28,7 @@
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "tests/emulation/netns_test_util.h"
+#include "tests/nccl_net/enter_host.h"
 #include "tests/nccl_net/mesh.h"
 #include "tests/nccl_net/plugin_harness.h"
 
@@ -84,15 +85,7 @@ constexpr uint64_t kSlackBytes = 256 << 10;
 // namespace, give the rank a sysfs of that namespace (so the plugin reads the
 // NIC's speed there, as under `ip netns exec`; best effort) and select the NIC.
 absl::Status EnterHost(const std::string& ns, const std::string& host) {
-  ASSIGN_OR_RETURN(int fd, netns::OpenNamespaceFd(ns));
-  const int rc = setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoStatus(ns, "setns", err);
-  if (unshare(CLONE_NEWNS) == 0 && mount("", "/", "none", MS_SLAVE | MS_REC, nullptr) == 0) {
-    umount2("/sys", MNT_DETACH);
-    mount("sysfs", "/sys", "sysfs", 0, nullptr);
-  }
+  RETURN_IF_ERROR(EnterNamespace(ns));
   setenv("MIXNET_SOCKET_IFNAME", absl::StrCat("=", kNic).c_str(), 1);
   setenv("MIXNET_HOST", host.c_str(), 1);
   setenv("MIXNET_TRANSPORT", "tcp", 1);
