@@ -163,6 +163,8 @@ void PathMover::Send(Comm& c, Lane& lane, const ControlMessage& m) {
   if (!r.ok()) {
     LogWarn(absl::StrCat(CommName(c), ": cannot send ", ControlTypeName(m.type), " on lane ",
                          lane.path.Describe(), ": ", r.status().ToString()));
+    // The move's messages travel on the lane the comm uses (or is leaving):
+    // without them the move cannot finish, so the comm is failed.
     c.lane_failed = true;
     return;
   }
@@ -457,7 +459,7 @@ std::string PathMover::DescribeBlocked() const {
   absl::MutexLock lock(&comms_mu_);
   for (Comm* c : comms_) {
     absl::MutexLock cl(&c->mu);
-    if (c->lane == nullptr) continue;
+    if (c->lane == nullptr || c->lane_failed) continue;  // a failed comm carries nothing
     bool blocked = Vanishing(c->lane->path);
     if (c->move != nullptr) {
       blocked |= Vanishing(c->move->target) || (c->move->old && Vanishing(c->move->old->path));

@@ -34,6 +34,17 @@ absl::Status NullOut(const char* call, const char* what) {
   return absl::InvalidArgumentError(absl::StrCat(call, ": output pointer ", what, " is NULL"));
 }
 
+// A comm whose lane failed (its peer died or closed, or a control message
+// could not be sent) takes no more requests: posting would otherwise wait
+// forever for a move that cannot finish.
+absl::Status LaneHealth(const Comm& comm, const char* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
+  if (!comm.lane_failed) return absl::OkStatus();
+  absl::Status h = comm.lane->connection->health();
+  return absl::UnavailableError(absl::StrCat(
+      call, ": the connection to ", comm.lane->connection->peer_name(), " over ",
+      comm.lane->path.Describe(), " failed", h.ok() ? std::string() : ": " + h.ToString()));
+}
+
 }  // namespace
 
 const char* KindName(Kind kind) {
@@ -412,6 +423,7 @@ absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, vo
   absl::MutexLock lock(&comm->mu);
   if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
   const uint32_t wire_tag = static_cast<uint32_t>(tag);
+  RETURN_IF_ERROR(LaneHealth(*comm, "isend"));
   std::shared_ptr<Lane> lane;
   if (!LanesFor(*comm, &wire_tag, 1, &lane)) {
     if (mover_ != nullptr) mover_->Advance(*comm);
@@ -455,6 +467,7 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
   std::array<uint32_t, kMaxRecvsLimit> wire_tags;
   for (int i = 0; i < n; ++i) wire_tags[i] = static_cast<uint32_t>(tags[i]);
+  RETURN_IF_ERROR(LaneHealth(*comm, "irecv"));
   auto r = std::make_unique<Request>();
   if (!LanesFor(*comm, wire_tags.data(), n, r->lanes.data())) {
     if (mover_ != nullptr) mover_->Advance(*comm);

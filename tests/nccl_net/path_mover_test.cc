@@ -6,7 +6,8 @@
 // the pair onto it while the two ends have posted different numbers of parts
 // per tag, so the switch point makes the end that is behind keep posting on
 // the old lane; a receiver that cannot use the target NIC refuses and the
-// comm stays on EPS. Every byte checked.
+// comm stays on EPS; a peer that goes away mid-move fails the comm (no
+// endless retries). Every byte checked.
 // Threads: the test thread posts and waits; each mover runs its own thread.
 #include <cstring>
 #include <map>
@@ -300,6 +301,34 @@ TEST_F(PathMoverTest, AReceiverThatCannotUseTheTargetRefusesAndTheCommStays) {
     EXPECT_FALSE(s.lane->path.direct);
   }
   EXPECT_EQ(hosts_[0].mover->stats().moves_done, 0u);
+}
+
+}  // namespace
+}  // namespace mixnet::nccl
+
+namespace mixnet::nccl {
+namespace {
+
+TEST_F(PathMoverTest, APeerThatGoesAwayMidMoveFailsTheCommInsteadOfStallingIt) {
+  router::Topology t{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[0].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(WaitMoving(send_));  // MOVE sent; the receiver's host never follows
+  hosts_[1].mover->Remove(&recv_);
+  {
+    absl::MutexLock l(&recv_.mu);
+    recv_.move.reset();
+    recv_.lane.reset();  // the receiving end closes
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool failed = false;
+  while (!failed && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+    absl::MutexLock l(&send_.mu);
+    failed = send_.lane_failed;
+  }
+  // The plugin turns this into an Unavailable error on the next isend
+  // instead of NULL requests forever (a move that cannot finish).
+  EXPECT_TRUE(failed);
 }
 
 }  // namespace
