@@ -135,6 +135,9 @@ absl::Status Plugin::InitFabric() {
     ao.host = config_.host;
     ao.nics = std::move(host_nics);
     ao.job = "nccl";
+    // Distinct from the "<host>/<pid>" default that another agent of this
+    // process (the Python module's) uses: one worker id is one registration.
+    ao.worker_id = absl::StrCat(config_.host, "/", getpid(), "/nccl");
     ASSIGN_OR_RETURN(agent_, control::WorkerAgent::Start(std::move(ao)));
   }
   ASSIGN_OR_RETURN(mover_, PathMover::Create(std::move(mo)));
