@@ -37,6 +37,7 @@
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/common/status.h"
+#include "tests/emulation/fabric_test_util.h"
 #include "tests/emulation/netns_test_util.h"
 
 #ifndef MIXNET_ALLTOALL_PERF_BIN
@@ -298,16 +299,7 @@ class AlltoallFabricTest : public ::testing::Test {
     fabric_ = *std::move(fabric);
   }
 
-  void TearDown() override {
-    if (fabric_ == nullptr) return;
-    absl::Status down = fabric_->Down();
-    EXPECT_TRUE(down.ok()) << down;
-    fabric_.reset();
-    EXPECT_TRUE(netns::ListNamespaces(prefix_ + "-")
-                    .value_or(std::vector<std::string>{"(cannot list namespaces)"})
-                    .empty())
-        << "namespaces of " << prefix_ << " left behind";
-  }
+  void TearDown() override { testing::DownFabric(fabric_, prefix_); }
 
   absl::StatusOr<TxBytes> ReadTx() const {
     TxBytes tx;

@@ -22,6 +22,7 @@
 #include "runtime/collectives/communicator.h"
 #include "runtime/common/status.h"
 #include "tests/collectives/rank_harness.h"
+#include "tests/emulation/fabric_test_util.h"
 #include "tests/emulation/netns_test_util.h"
 
 namespace mixnet::testing {
@@ -60,17 +61,6 @@ circuits:
   - {switch: ocs0, ports: [5, 7]}
 )";
 
-// Moves the calling thread into network namespace `ns` (setns affects only
-// this thread; threads it starts later inherit the namespace).
-inline absl::Status EnterNamespace(const std::string& ns) {
-  ASSIGN_OR_RETURN(int fd, netns::OpenNamespaceFd(ns));
-  const int rc = setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoStatus(ns, "setns", err);
-  return absl::OkStatus();
-}
-
 class DataplaneFabricTest : public ::testing::Test {
  protected:
   void Up(const std::string& stem) {
@@ -85,16 +75,7 @@ class DataplaneFabricTest : public ::testing::Test {
     fabric_ = *std::move(fabric);
   }
 
-  void TearDown() override {
-    if (fabric_ == nullptr) return;
-    absl::Status down = fabric_->Down();
-    EXPECT_TRUE(down.ok()) << down;
-    fabric_.reset();
-    EXPECT_TRUE(netns::ListNamespaces(prefix_ + "-")
-                    .value_or(std::vector<std::string>{"(cannot list namespaces)"})
-                    .empty())
-        << "namespaces of " << prefix_ << " left behind";
-  }
+  void TearDown() override { DownFabric(fabric_, prefix_); }
 
   // A communicator for `rank` on host h<rank>, created on the calling thread
   // after it entered the host's namespace.

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -35,8 +36,8 @@ namespace mixnet::testing {
 
 // Stems of the prefixes the emulation tests use (UniquePrefix below).
 inline constexpr const char* kTestPrefixStems[] = {
-    "ef",   "dn",      "cr",   "ds",    "dup", "bad",  "half", "cli",
-    "ocst", "mxprobe", "a2af", "ncclf", "cut", "rcfg", "ctl",  "demo"};
+    "ef",      "dn",   "cr",    "ds",   "dup", "bad",  "half", "cli", "ocst",
+    "mxprobe", "a2af", "ncclf", "ncce", "cut", "rcfg", "ctl",  "demo"};
 
 // Removes namespaces left by an earlier test process that crashed: names
 // "<stem><pid>_<n>-..." of a known stem whose pid no longer runs.
@@ -79,6 +80,17 @@ inline std::string NetnsSkipReason() {
   } while (0)
 
 // "<stem><pid>_<n>": unique per process and call; no '-'.
+// Moves the calling thread into network namespace `ns` (setns affects only
+// this thread; threads it starts later inherit the namespace).
+inline absl::Status EnterNamespace(const std::string& ns) {
+  ASSIGN_OR_RETURN(int fd, netns::OpenNamespaceFd(ns));
+  const int rc = setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return ErrnoStatus(ns, "setns", err);
+  return absl::OkStatus();
+}
+
 inline std::string UniquePrefix(const std::string& stem) {
   static std::atomic<int> n{0};
   return absl::StrCat(stem, getpid(), "_", n.fetch_add(1));

@@ -6,23 +6,16 @@
 
 #include <sched.h>
 #include <sys/mount.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <string>
 
 #include "absl/status/status.h"
-#include "ocs_driver/netns/netns.h"
 #include "runtime/common/status.h"
+#include "tests/emulation/netns_test_util.h"
 
 namespace mixnet::nccl_test {
 
-inline absl::Status EnterNamespace(const std::string& ns) {
-  ASSIGN_OR_RETURN(int fd, netns::OpenNamespaceFd(ns));
-  const int rc = setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoStatus(ns, "setns", err);
+inline absl::Status EnterHostNamespace(const std::string& ns) {
+  RETURN_IF_ERROR(testing::EnterNamespace(ns));
   if (unshare(CLONE_NEWNS) == 0 && mount("", "/", "none", MS_SLAVE | MS_REC, nullptr) == 0) {
     umount2("/sys", MNT_DETACH);
     mount("sysfs", "/sys", "sysfs", 0, nullptr);

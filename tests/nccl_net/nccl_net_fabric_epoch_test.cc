@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "tests/emulation/fabric_test_util.h"
 #include "tests/emulation/netns_test_util.h"
 #include "tests/nccl_net/enter_host.h"
 #include "tests/nccl_net/epoch_traffic.h"
@@ -60,7 +61,7 @@ std::string SpecYaml() {
 // (and a sysfs of it) and configure the plugin from the spec.
 absl::Status EnterHost(const std::string& ns, const std::string& host, const std::string& spec,
                        const std::string& controller) {
-  RETURN_IF_ERROR(EnterNamespace(ns));
+  RETURN_IF_ERROR(EnterHostNamespace(ns));
   setenv("MIXNET_CLUSTER_SPEC", spec.c_str(), 1);
   setenv("MIXNET_HOST", host.c_str(), 1);
   setenv("MIXNET_CONTROLLER", controller.c_str(), 1);
@@ -90,14 +91,7 @@ class NcclNetFabricEpochTest : public ::testing::Test {
   void TearDown() override {
     ctl_.reset();  // the daemons go before the fabric they drive
     ocsd_.reset();
-    if (fabric_ == nullptr) return;
-    absl::Status down = fabric_->Down();
-    EXPECT_TRUE(down.ok()) << down;
-    fabric_.reset();
-    EXPECT_TRUE(netns::ListNamespaces(prefix_ + "-")
-                    .value_or(std::vector<std::string>{"(cannot list namespaces)"})
-                    .empty())
-        << "namespaces of " << prefix_ << " left behind";
+    testing::DownFabric(fabric_, prefix_);
   }
 
   TempDir dir_;

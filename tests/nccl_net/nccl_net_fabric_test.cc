@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "tests/emulation/fabric_test_util.h"
 #include "tests/emulation/netns_test_util.h"
 #include "tests/nccl_net/enter_host.h"
 #include "tests/nccl_net/mesh.h"
@@ -85,7 +86,7 @@ constexpr uint64_t kSlackBytes = 256 << 10;
 // namespace, give the rank a sysfs of that namespace (so the plugin reads the
 // NIC's speed there, as under `ip netns exec`; best effort) and select the NIC.
 absl::Status EnterHost(const std::string& ns, const std::string& host) {
-  RETURN_IF_ERROR(EnterNamespace(ns));
+  RETURN_IF_ERROR(EnterHostNamespace(ns));
   setenv("MIXNET_SOCKET_IFNAME", absl::StrCat("=", kNic).c_str(), 1);
   setenv("MIXNET_HOST", host.c_str(), 1);
   setenv("MIXNET_TRANSPORT", "tcp", 1);
@@ -122,16 +123,7 @@ class NcclNetFabricTest : public ::testing::Test {
     fabric_ = *std::move(fabric);
   }
 
-  void TearDown() override {
-    if (fabric_ == nullptr) return;
-    absl::Status down = fabric_->Down();
-    EXPECT_TRUE(down.ok()) << down;
-    fabric_.reset();
-    EXPECT_TRUE(netns::ListNamespaces(prefix_ + "-")
-                    .value_or(std::vector<std::string>{"(cannot list namespaces)"})
-                    .empty())
-        << "namespaces of " << prefix_ << " left behind";
-  }
+  void TearDown() override { testing::DownFabric(fabric_, prefix_); }
 
   // Counters of NIC `nic` of every host, in host order.
   absl::StatusOr<std::vector<emulation::LinkCounters>> ReadNics(const char* nic) const {
