@@ -52,6 +52,8 @@ struct Comm {
   // After a failed move, no new one before this (backoff doubles per failure).
   absl::Time retry_after ABSL_GUARDED_BY(mu);
   int failed_moves ABSL_GUARDED_BY(mu) = 0;
+  // The mover's routing generation this comm's lane was last found right for.
+  uint64_t routed_generation ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_set<Request*> live ABSL_GUARDED_BY(mu);
 };
 

@@ -116,6 +116,7 @@ absl::Status PathMover::SetRouting(const router::Topology& topology, bool restri
     installed_epoch_.store(topology.epoch);
   }
   routing_ = topology;
+  routing_generation_.fetch_add(1);
   table_ = std::make_shared<const router::RouteTable>(std::move(table));
   return absl::OkStatus();
 }
@@ -416,9 +417,16 @@ void PathMover::Advance(Comm& c) {
   }
   if (c.lane_failed) return;
   if (c.move == nullptr) {
-    if (!c.is_send || absl::Now() < c.retry_after) return;
+    // Idle ticks cost nothing per comm: the route is looked up again only
+    // after the routing changed, or after a move (done or abandoned).
+    const uint64_t generation = routing_generation_.load();
+    if (!c.is_send || c.routed_generation == generation || absl::Now() < c.retry_after) return;
     std::optional<LanePath> want = Desired(c);
-    if (want.has_value() && !want->SameAs(c.lane->path)) StartMove(c, *want);
+    if (want.has_value() && !want->SameAs(c.lane->path)) {
+      StartMove(c, *want);
+    } else {
+      c.routed_generation = generation;
+    }
     return;
   }
   Move& m = *c.move;

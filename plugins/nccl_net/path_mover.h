@@ -148,6 +148,7 @@ class PathMover : public router::TopologyFollower {
   router::Topology routing_ ABSL_GUARDED_BY(routing_mu_);  // installed, or the restriction
   std::shared_ptr<const router::RouteTable> table_ ABSL_GUARDED_BY(routing_mu_);
   std::atomic<uint64_t> installed_epoch_{0};
+  std::atomic<uint64_t> routing_generation_{1};  // bumped by every SetRouting
 
   std::atomic<uint64_t> moves_started_{0}, moves_done_{0}, moves_abandoned_{0};
   absl::Time next_report_;  // mover thread only
