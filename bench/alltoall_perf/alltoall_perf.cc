@@ -94,6 +94,7 @@ absl::Status RunRank(const Options& o) {
     }
     if (o.rank == 0) {
       Result r = peers::MeasuredResult(bytes, n, o.transport, o.common.warmup, iter_max);
+      r.intra_host = comm->intra_host_transport();
       if (results.is_open()) {
         results << peers::ResultToJson(r).dump() << "\n";
         results.flush();

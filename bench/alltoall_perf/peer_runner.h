@@ -12,12 +12,13 @@
 
 namespace mixnet::bench {
 
-// Peer name ("gloo", "mpi") -> results per size. A peer that is not built or
+// Peer name ("gloo", "mpi" over TCP; "mpi_shm", Open MPI's shared-memory
+// BTL, a reference for the intra-host transport) -> results per size. A peer that is not built or
 // fails is reported on stderr and left out.
 std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& common);
 
 // Table (or JSON lines) of our results; with peers, their busbw and our ratio
-// to the best of them at each size.
+// to the best TCP peer at each size (and to mpi_shm, when it ran).
 void PrintReport(const std::vector<peers::Result>& ours,
                  const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json);
 

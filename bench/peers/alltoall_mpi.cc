@@ -38,6 +38,7 @@ struct MpiOptions {
   PeerOptions common;
   std::string mpirun;  // Launcher mode: mpirun to use.
   std::string iface = "lo";
+  std::string btl = "tcp,self";
 };
 
 // True when started by an MPI launcher (Open MPI, or a PMI/PMIx one).
@@ -75,7 +76,7 @@ int Launch(const MpiOptions& opts, int argc, char** argv) {
                                    std::to_string(opts.common.ranks),
                                    "--mca",
                                    "btl",
-                                   "tcp,self",
+                                   opts.btl,
                                    "--mca",
                                    "btl_tcp_if_include",
                                    opts.iface,
@@ -196,6 +197,10 @@ int main(int argc, char** argv) {
   app.add_option("--mpirun", opts.mpirun,
                  "mpirun to launch with (default: $MIXNET_MPIRUN, else mpirun on PATH)");
   app.add_option("--iface", opts.iface, "Interface for the TCP BTL (btl_tcp_if_include)")
+      ->capture_default_str();
+  app.add_option("--btl", opts.btl,
+                 "Open MPI byte transfer layers; vader,self is its shared-memory path, a "
+                 "reference for MixNet's intra-host transport")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 

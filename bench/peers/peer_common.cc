@@ -159,11 +159,17 @@ void PrintHeader(bool json) {
   std::fflush(stdout);
 }
 
+std::string TransportLabel(const Result& r) {
+  if (r.intra_host.empty() || r.intra_host == r.transport) return r.transport;
+  return r.transport + "/" + r.intra_host;
+}
+
 nlohmann::ordered_json ResultToJson(const Result& r) {
   nlohmann::ordered_json j;
   j["bytes_per_peer"] = r.bytes_per_peer;
   j["ranks"] = r.ranks;
   j["transport"] = r.transport;
+  if (!r.intra_host.empty()) j["intra_host"] = r.intra_host;
   j["time_us"] = r.time_us;
   j["algbw_GBps"] = r.algbw_gbps;
   j["busbw_GBps"] = r.busbw_gbps;
@@ -177,6 +183,7 @@ Result ResultFromJson(const nlohmann::json& j) {
   r.bytes_per_peer = j.value("bytes_per_peer", std::size_t{0});
   r.ranks = j.value("ranks", 0);
   r.transport = j.value("transport", "");
+  r.intra_host = j.value("intra_host", "");
   r.time_us = j.value("time_us", 0.0);
   r.algbw_gbps = j.value("algbw_GBps", 0.0);
   r.busbw_gbps = j.value("busbw_GBps", 0.0);
@@ -190,7 +197,7 @@ void PrintResult(const Result& r, bool json) {
     std::printf("%s\n", ResultToJson(r).dump().c_str());
   } else {
     std::printf("  %14zu %6d %10s %6d %12.1f %12.3f %12.3f\n", r.bytes_per_peer, r.ranks,
-                r.transport.c_str(), r.iters, r.time_us, r.algbw_gbps, r.busbw_gbps);
+                TransportLabel(r).c_str(), r.iters, r.time_us, r.algbw_gbps, r.busbw_gbps);
   }
   std::fflush(stdout);
 }

@@ -66,10 +66,17 @@ std::optional<std::string> CheckRecvBuffer(int rank, int ranks, std::size_t byte
                                            const std::uint8_t* recv);
 
 // One measured size.
+struct Result;
+// "tcp", or "tcp/local" when ranks of one host used the intra-host transport.
+std::string TransportLabel(const Result& r);
+
 struct Result {
   std::size_t bytes_per_peer = 0;
   int ranks = 0;
   std::string transport;
+  // MixNet only: what carried bytes between ranks of one host ("local", the
+  // intra-host transport, or the transport itself); empty for the peers.
+  std::string intra_host;
   int iters = 0;
   int warmup = 0;
   double time_us = 0;  // Per iteration: max over ranks, mean over iterations.

@@ -1,7 +1,10 @@
 // Communicator set-up: rendezvous, route table, devices, connections (see communicator.h).
 #include "runtime/collectives/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -16,6 +19,19 @@ namespace mixnet::collectives {
 namespace {
 
 std::string RankKey(int rank) { return absl::StrCat("mixnet/rank/", rank); }
+
+// Where an intra-host (abstract Unix socket, cross-memory) connection can
+// reach: one kernel boot and one network namespace. Ranks that a spec puts on
+// one host but that run elsewhere fall back to the NIC path.
+std::string LocalScope() {
+  std::string scope;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::getline(boot, scope);
+  char ns[128] = {};
+  ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  if (n > 0) absl::StrAppend(&scope, "/", std::string(ns, static_cast<size_t>(n)));
+  return scope;
+}
 
 }  // namespace
 
@@ -81,6 +97,7 @@ absl::StatusOr<CommunicatorOptions> CommunicatorOptions::FromSettings(int rank, 
   o.world_size = world_size;
   o.store = store;
   o.transport = s.transport;
+  o.intra_host = s.intra_host;
   o.timeout = absl::Milliseconds(s.timeout_ms);
   o.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
   o.device_options = transport::DeviceOptionsFromSettings();
@@ -191,6 +208,20 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   for (const cluster::NicSpec& nic : local->nics) {
     RETURN_IF_ERROR(open_nic(nic.name, nic.address, nic.role == cluster::NicRole::kOcs));
   }
+  if (o.intra_host == "local" && world_size_ > 1) {
+    transport::DeviceOptions d = o.device_options;
+    d.on_failure = [this](const absl::Status& s) { OnTransportFailure(s); };
+    absl::StatusOr<std::unique_ptr<transport::Device>> dev = transport::CreateDevice("local", d);
+    if (!dev.ok()) {
+      return Annotate(dev.status(),
+                      absl::StrCat("rank ", rank_, ": opening the intra-host device on ", o.host));
+    }
+    local_device_ = dev->get();
+    devices_.push_back(*std::move(dev));
+  } else if (o.intra_host != "local" && o.intra_host != "nic") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("intra_host '", o.intra_host, "' must be local or nic"));
+  }
 
   // Publish who we are and where we listen; learn the same of everyone.
   nlohmann::json me;
@@ -198,10 +229,16 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   me["world_size"] = world_size_;
   me["transport"] = o.transport;
   for (const auto& [nic, dev] : nic_device_) me["nics"][nic] = dev->address();
+  const std::string local_scope = LocalScope();
+  if (local_device_ != nullptr) {
+    me["local"] = local_device_->address();
+    me["local_scope"] = local_scope;
+  }
   RETURN_IF_ERROR(o.store->Set(RankKey(rank_), me.dump()));
   std::vector<nlohmann::json> info(world_size_);
   hosts_.resize(world_size_);
   nic_addresses_.resize(world_size_);
+  local_addresses_.resize(world_size_);
   for (int r = 0; r < world_size_; ++r) {
     absl::StatusOr<std::string> v = o.store->Get(RankKey(r), o.connect_timeout);
     if (!v.ok()) {
@@ -226,6 +263,9 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     if (spec.FindHost(hosts_[r]) == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", r, " is on host '", hosts_[r], "', which the cluster spec lacks"));
+    }
+    if (info[r].value("local_scope", "") == local_scope) {
+      local_addresses_[r] = info[r].value("local", "");
     }
     if (info[r].contains("nics") && info[r]["nics"].is_object()) {
       for (const auto& [nic, addr] : info[r]["nics"].items()) {
@@ -261,6 +301,20 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
         dynamic_[peer] ? routes_.EpsPathsTo(hosts_[peer]) : routes_.PathsTo(hosts_[peer]);
     for (size_t i = 0; i < paths.size(); ++i) {
       const router::Path& p = paths[i];
+      if (p.kind == router::PathKind::kIntraHost && local_device_ != nullptr &&
+          !local_addresses_[peer].empty()) {
+        // Both ends offer the intra-host transport, so both pick it.
+        transport::ConnectOptions c;
+        c.remote_address = local_addresses_[peer];
+        c.connection_id = ConnectionId(rank_, peer, i);
+        c.initiator = initiator;
+        c.peer_name = absl::StrCat(PeerName(peer), " via the intra-host transport");
+        c.timeout = o.connect_timeout;
+        ASSIGN_OR_RETURN(auto conn, local_device_->Connect(c));
+        peers_[peer].push_back(PeerPath{p, std::move(conn)});
+        ++local_peers_;
+        continue;
+      }
       auto addr = nic_addresses_[peer].find(p.remote_nic);
       if (addr == nic_addresses_[peer].end()) {
         return absl::InternalError(absl::StrCat(PeerName(peer), " has no device on NIC ",

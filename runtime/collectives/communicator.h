@@ -55,6 +55,9 @@ struct CommunicatorOptions {
   // Live circuits; defaults to the spec's initial circuits at epoch 0.
   std::optional<router::Topology> topology;
   std::string transport = "tcp";
+  // Ranks on one host: "local" (the intra-host transport, used when both ends
+  // offer it) or "nic" (`transport` over the host's NIC).
+  std::string intra_host = "local";
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
   absl::Duration timeout = absl::Seconds(30);
   absl::Duration connect_timeout = absl::Seconds(60);
@@ -117,6 +120,9 @@ class Communicator : public router::TopologyFollower {
   uint64_t installed_epoch() const override;
 
   int rank() const { return rank_; }
+  // What carries bytes between ranks of one host: "local" when this rank
+  // talks to a same-host peer over the intra-host transport, else transport.
+  std::string intra_host_transport() const { return local_peers_ > 0 ? "local" : transport_; }
   int size() const { return world_size_; }
   absl::Duration timeout() const { return timeout_; }
   const std::string& host_of(int rank) const { return hosts_[rank]; }
@@ -203,6 +209,10 @@ class Communicator : public router::TopologyFollower {
   std::vector<std::string> hosts_;
   // Every rank's NIC name -> device address.
   std::vector<std::map<std::string, std::string>> nic_addresses_;
+  // Every rank's intra-host device address (empty: it offers none).
+  std::vector<std::string> local_addresses_;
+  transport::Device* local_device_ = nullptr;
+  int local_peers_ = 0;
   router::RouteTable routes_;
   std::vector<std::unique_ptr<transport::Device>> devices_;
   std::map<std::string, transport::Device*> nic_device_;

@@ -58,6 +58,10 @@ absl::StatusOr<Settings> Settings::FromEnv(
   if (s.socket_buffer_bytes < 0) {
     return absl::InvalidArgumentError("MIXNET_SOCKET_BUFFER_BYTES must be >= 0");
   }
+  if (s.intra_host != "local" && s.intra_host != "nic") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_INTRA_HOST='", s.intra_host, "' must be local or nic"));
+  }
   if (s.timeout_ms <= 0 || s.connect_timeout_ms <= 0) {
     return absl::InvalidArgumentError(
         "MIXNET_TIMEOUT_MS and MIXNET_CONNECT_TIMEOUT_MS must be > 0");

@@ -33,6 +33,9 @@ namespace mixnet {
     "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                    \
   X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                       \
     "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")         \
+  X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                      \
+    "path between ranks on one host: local (Unix socket; large messages copied once, straight " \
+    "from the sender's memory) or nic (the data-plane transport over the host's NIC)")         \
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \

@@ -16,6 +16,11 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
     if (!d.ok()) return d.status();
     return std::unique_ptr<Device>(std::move(*d));
   }
+  if (kind == "local") {
+    absl::StatusOr<std::unique_ptr<tcp::TcpDevice>> d = tcp::TcpDevice::CreateLocal(options);
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Device>(std::move(*d));
+  }
   if (kind == "verbs") {
 #ifdef MIXNET_HAVE_VERBS
     return CreateVerbsDevice(options);
@@ -26,7 +31,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
 #endif
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown transport '", kind, "' (expected tcp or verbs)"));
+      absl::StrCat("unknown transport '", kind, "' (expected tcp, verbs or local)"));
 }
 
 DeviceOptions DeviceOptionsFromSettings() {

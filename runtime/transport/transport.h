@@ -88,6 +88,10 @@ struct DeviceOptions {
   // TCP: messages up to this size go eagerly (buffered by the receiver when
   // no receive is posted); larger ones wait for the receiver (rendezvous).
   size_t eager_bytes = 64 << 10;
+  // Local (intra-host) transport: receivers copy large messages straight out
+  // of the sender's memory (process_vm_readv). Off: they stream over the
+  // Unix socket (two copies). Refused reads fall back to streaming anyway.
+  bool local_pull = true;
   // Verbs: device name (empty: first), port, GID index.
   std::string ib_device;
   int ib_port = 1;
@@ -104,7 +108,7 @@ struct DeviceOptions {
 class Device {
  public:
   virtual ~Device() = default;
-  // "tcp" or "verbs".
+  // "tcp", "verbs" or "local".
   virtual std::string kind() const = 0;
   // e.g. "tcp:eth1(10.0.0.1)".
   virtual std::string name() const = 0;
@@ -113,8 +117,10 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) = 0;
 };
 
-// Creates a device of the given kind ("tcp", "verbs"). Kinds not compiled in,
-// or with no hardware, return Unavailable naming what is missing.
+// Creates a device of the given kind ("tcp", "verbs", or "local": the
+// intra-host transport for peers on the same host, which ignores the NIC
+// fields). Kinds not compiled in, or with no hardware, return Unavailable
+// naming what is missing.
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      const DeviceOptions& options);
 

@@ -62,6 +62,7 @@ struct Case {
   RankMode mode;
   int world;
   size_t bytes;
+  std::string intra_host = "local";  // ranks share a host: local transport or TCP over lo
 };
 
 class AlltoallTest : public ::testing::TestWithParam<Case> {};
@@ -69,7 +70,14 @@ class AlltoallTest : public ::testing::TestWithParam<Case> {};
 TEST_P(AlltoallTest, EveryByteArrives) {
   const Case c = GetParam();
   auto statuses = RunRanks(c.world, c.mode, [&](int rank, int world, rendezvous::Store& store) {
-    ASSIGN_OR_RETURN(auto comm, Communicator::Create(TestOptions(rank, world, &store)));
+    CommunicatorOptions o = TestOptions(rank, world, &store);
+    o.intra_host = c.intra_host;
+    ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(o)));
+    const std::string want = world > 1 && c.intra_host == "local" ? "local" : "tcp";
+    if (comm->intra_host_transport() != want) {
+      return absl::InternalError(absl::StrCat("rank ", rank, " talks to its host over ",
+                                              comm->intra_host_transport(), ", not ", want));
+    }
     RETURN_IF_ERROR(AlltoallOnce(*comm, c.bytes));
     RETURN_IF_ERROR(Barrier(*comm));
     if (c.bytes < (1 << 20)) RETURN_IF_ERROR(AlltoallOnce(*comm, c.bytes));  // reusable
@@ -87,6 +95,8 @@ std::vector<Case> Cases() {
     }
     v.push_back({m, 2, size_t{64} << 20});
     v.push_back({m, 3, size_t{64} << 20});
+    // The same over TCP loopback (MIXNET_INTRA_HOST=nic).
+    for (size_t b : {size_t{12345}, size_t{3} << 20}) v.push_back({m, 4, b, "nic"});
   }
   return v;
 }
@@ -94,7 +104,8 @@ std::vector<Case> Cases() {
 INSTANTIATE_TEST_SUITE_P(Collectives, AlltoallTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return absl::StrCat(testing::RankModeName(i.param.mode), "_w",
-                                               i.param.world, "_b", i.param.bytes);
+                                               i.param.world, "_b", i.param.bytes, "_",
+                                               i.param.intra_host);
                          });
 
 // alltoallv with zero and heavily skewed counts: rank i sends (i*7 + j*13) % 5

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/transport/tcp/tcp_connection.h"
 
 namespace mixnet::transport {
 namespace {
@@ -19,10 +20,12 @@ namespace {
 struct Param {
   std::string transport;
   int sockets;
+  bool local_pull = true;  // local transport: pull from the sender, or stream
 };
 
 std::string ParamName(const testing::TestParamInfo<Param>& info) {
-  return info.param.transport + "_" + std::to_string(info.param.sockets) + "sock";
+  return info.param.transport + "_" + std::to_string(info.param.sockets) + "sock" +
+         (info.param.local_pull ? "" : "_stream");
 }
 
 std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
@@ -44,6 +47,7 @@ class TransportTest : public testing::TestWithParam<Param> {
     o.ifname = "lo";
     o.sockets_per_connection = GetParam().sockets;
     o.chunk_bytes = 256 << 10;
+    o.local_pull = GetParam().local_pull;
     return o;
   }
   std::unique_ptr<Device> MakeDevice() {
@@ -293,6 +297,7 @@ TEST_P(TransportTest, ConnectTimesOutWhenPeerNeverDials) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          testing::Values(Param{"tcp", 1}, Param{"tcp", 2}, Param{"tcp", 4},
+                                         Param{"local", 1}, Param{"local", 1, false},
                                          Param{"verbs", 1}),
                          ParamName);
 
@@ -306,6 +311,52 @@ TEST(TransportFactory, UnknownInterfaceNamesIt) {
   auto d = CreateDevice("tcp", o);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("nosuchif0"), std::string::npos);
+}
+
+// The intra-host transport copies large messages once, straight out of the
+// sender's memory (counted per connection), and streams them over the socket
+// when pulls are off; small ones always go inline. Both deliver every byte.
+TEST(LocalTransport, PullsLargeMessagesAndStreamsWhenPullsAreOff) {
+  for (bool pull : {true, false}) {
+    SCOPED_TRACE(pull ? "pull" : "stream");
+    DeviceOptions o;
+    o.local_pull = pull;
+    o.eager_bytes = 64 << 10;
+    auto a = CreateDevice("local", o);
+    auto b = CreateDevice("local", o);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ((*a)->kind(), "local");
+    absl::StatusOr<std::unique_ptr<Connection>> rb;
+    std::thread t([&] { rb = (*b)->Connect({"", 5, false, "a", absl::Seconds(10)}); });
+    auto ra = (*a)->Connect({(*b)->address(), 5, true, "b", absl::Seconds(10)});
+    t.join();
+    ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+    const std::vector<size_t> sizes = {0, 1000, 64 << 10, (64 << 10) + 1, 3 << 20};
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<uint8_t> src = Pattern(sizes[i], static_cast<uint32_t>(i + 1));
+      std::vector<uint8_t> dst(sizes[i] + 8, 0xAB);
+      auto s = (*ra)->Isend(src.data(), src.size(), 7);
+      auto r = (*rb)->Irecv(dst.data(), dst.size(), 7);
+      ASSERT_TRUE(s.ok() && r.ok());
+      ASSERT_TRUE((*r)->Wait(absl::Seconds(10)).ok());
+      ASSERT_TRUE((*s)->Wait(absl::Seconds(10)).ok());
+      EXPECT_EQ((*r)->bytes(), sizes[i]);
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << sizes[i] << " bytes";
+      EXPECT_EQ(dst[sizes[i]], 0xAB) << "wrote past the message";
+    }
+    auto* conn = dynamic_cast<tcp::TcpConnection*>(rb->get());
+    ASSERT_NE(conn, nullptr);
+    EXPECT_EQ(conn->pulled_messages(), pull ? 2u : 0u);
+  }
+}
+
+TEST(LocalTransport, RejectsANetworkAddress) {
+  auto a = CreateDevice("local", {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto c = (*a)->Connect({"127.0.0.1:1", 1, true, "rank 1", absl::Seconds(1)});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  EXPECT_NE(c.status().message().find("rank 1"), std::string::npos) << c.status();
 }
 
 }  // namespace

@@ -9,11 +9,16 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -125,6 +130,84 @@ absl::Status SetNonBlocking(int fd, bool on) {
   flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   if (fcntl(fd, F_SETFL, flags) != 0) return ErrnoStatus("socket", "fcntl(F_SETFL)");
   return absl::OkStatus();
+}
+
+namespace {
+constexpr char kLocalPrefix[] = "unix:@";
+
+// Abstract-namespace address: sun_path[0] is NUL, the name follows, no NUL end.
+absl::StatusOr<std::pair<sockaddr_un, socklen_t>> ToUnixSockaddr(const std::string& name) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (name.empty() || name.size() + 1 > sizeof(sa.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad local endpoint name '", name, "'"));
+  }
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  return std::make_pair(sa,
+                        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size()));
+}
+}  // namespace
+
+bool IsLocalAddress(const std::string& address) { return absl::StartsWith(address, kLocalPrefix); }
+
+absl::StatusOr<std::pair<int, std::string>> ListenLocal(int backlog) {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device rd;
+  const std::string name = absl::StrCat("mixnet-", getpid(), "-", counter.fetch_add(1), "-",
+                                        absl::Hex(static_cast<uint64_t>(rd()) << 32 | rd()));
+  ASSIGN_OR_RETURN(auto sa, ToUnixSockaddr(name));
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("local listening socket", "socket(AF_UNIX)");
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa.first), sa.second) != 0 ||
+      listen(fd, backlog) != 0) {
+    absl::Status s = ErrnoStatus(absl::StrCat("listening on @", name), "bind/listen");
+    close(fd);
+    return s;
+  }
+  return std::make_pair(fd, absl::StrCat(kLocalPrefix, name));
+}
+
+absl::StatusOr<int> ConnectLocal(const std::string& address, absl::Duration timeout) {
+  if (!IsLocalAddress(address)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad local address '", address, "' (want ", kLocalPrefix, "<name>)"));
+  }
+  ASSIGN_OR_RETURN(auto sa, ToUnixSockaddr(address.substr(sizeof(kLocalPrefix) - 1)));
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string what = absl::StrCat("connecting to ", address);
+  absl::Duration backoff = absl::Milliseconds(5);
+  while (true) {
+    // Blocking connect: a Unix stream connect completes or fails at once
+    // (EAGAIN when the backlog is full, retried below).
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return ErrnoStatus(what, "socket(AF_UNIX)");
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa.first), sa.second) == 0) return fd;
+    int err = errno;
+    close(fd);
+    bool retry = err == ECONNREFUSED || err == EAGAIN || err == ENOENT || err == EINTR;
+    if (!retry || absl::Now() + backoff > deadline) return ErrnoStatus(what, "connect", err);
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(200));
+  }
+}
+
+absl::Status ConfigureLocalSocket(int fd, size_t buffer_bytes) {
+  if (buffer_bytes > 0) {
+    int b = static_cast<int>(buffer_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
+  }
+  return SetNonBlocking(fd, true);
+}
+
+int UnixPeerPid(int fd) {
+  int domain = 0;
+  socklen_t len = sizeof(domain);
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX) return 0;
+  ucred cred{};
+  len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.pid;
 }
 
 absl::StatusOr<int> Listen(const std::string& ip, int backlog) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,21 @@ absl::StatusOr<std::string> InterfaceOfAddress(const std::string& ip);
 // empty filter selects "lo".
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> MatchInterfaces(
     const std::string& filter);
+
+// Intra-host endpoints ("local" transport): a listening, non-blocking Unix
+// stream socket in the abstract namespace (no file to clean up; scoped to the
+// network namespace, like the host it stands for). Its address reads
+// "unix:@<name>"; the name embeds the pid and a random suffix.
+absl::StatusOr<std::pair<int, std::string>> ListenLocal(int backlog = 256);
+bool IsLocalAddress(const std::string& address);
+// Connects (blocking, bounded by `timeout`) to a ListenLocal address,
+// retrying ECONNREFUSED until the deadline.
+absl::StatusOr<int> ConnectLocal(const std::string& address, absl::Duration timeout);
+// SO_SNDBUF/SO_RCVBUF and O_NONBLOCK for a Unix stream socket.
+absl::Status ConfigureLocalSocket(int fd, size_t buffer_bytes);
+// The pid of the process at the other end of a connected Unix socket
+// (SO_PEERCRED), or 0 when `fd` is not one.
+int UnixPeerPid(int fd);
 
 // A listening, non-blocking socket on ip:0 (ephemeral port).
 absl::StatusOr<int> Listen(const std::string& ip, int backlog = 256);

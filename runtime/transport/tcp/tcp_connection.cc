@@ -4,6 +4,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@ struct TcpConnection::Incoming {
   size_t total = 0;
   size_t received = 0;
   bool eager = false;
+  uint64_t pull_addr = 0;              // local transport: where it is in the sender
   char* dst = nullptr;                 // where payload lands
   std::unique_ptr<char[]> unexpected;  // eager payload that arrived before its receive
   std::shared_ptr<RequestState> recv;  // the matched receive, if any
@@ -94,6 +96,11 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Create(TcpDevice* 
     conn->sockets_.push_back(std::make_unique<Socket>(conn.get(), fds[i], static_cast<int>(i)));
   }
   absl::MutexLock lock(&conn->mu_);
+  if (device->local() && !conn->sockets_.empty()) {
+    conn->peer_pid_ = UnixPeerPid(conn->sockets_[0]->fd);
+    conn->offer_pull_ = conn->peer_pid_ > 0;
+    conn->accept_pull_ = conn->peer_pid_ > 0 && device->options().local_pull;
+  }
   for (auto& s : conn->sockets_) {
     RETURN_IF_ERROR(device->AddFd(s->fd, EPOLLIN, s.get()));
     s->registered = true;
@@ -161,6 +168,11 @@ absl::Status TcpConnection::health() const {
   return failed_;
 }
 
+uint64_t TcpConnection::pulled_messages() const {
+  absl::MutexLock lock(&mu_);
+  return pulled_;
+}
+
 std::string TcpConnection::SocketName(const Socket* s) const {
   return absl::StrCat(peer_name_, " (socket ", s->index + 1, "/", sockets_.size(), " on ",
                       device_->name(), ")");
@@ -196,11 +208,16 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Isend(const void* buf, s
     f.op = op;
     op->frames_left = 1;
   } else {
+    if (offer_pull_) {
+      OutFrame pull;
+      pull.hdr = FrameHeader{kFramePull, kFrameMagic, seq, reinterpret_cast<uintptr_t>(buf), len};
+      sockets_[0]->outq.push_back(std::move(pull));
+    }
     f.hdr = FrameHeader{kFrameRts, kFrameMagic, seq, tag, len};
     awaiting_cts_[seq] = op;
   }
   sockets_[0]->outq.push_back(std::move(f));
-  ArmWrite(sockets_[0].get());
+  Kick(sockets_[0].get());
   return std::make_unique<StateRequest>(op->req);
 }
 
@@ -223,15 +240,63 @@ void TcpConnection::StartPayload(uint64_t seq) {
     f.len = n;
     f.op = op;
     s->outq.push_back(std::move(f));
-    ArmWrite(s);
   }
+  for (auto& s : sockets_) {
+    if (!s->outq.empty()) Kick(s.get());
+  }
+}
+
+void TcpConnection::Rendezvous(Incoming* m) {
+  if (m->pull_addr != 0 && accept_pull_ && Pull(m)) return;
+  SendCts(m->seq, /*refuse=*/false);
+}
+
+// Copies the whole message out of the sender's memory. The sender's buffer
+// stays valid and unmodified until its send completes, which is only after
+// our FIN. Runs under mu_ (on the progress thread, or on the caller's thread
+// when the receive was posted late), so nothing can fail the receive while
+// its buffer is being written.
+bool TcpConnection::Pull(Incoming* m) {
+  size_t done = 0;
+  while (done < m->total) {
+    iovec local{m->dst + done, m->total - done};
+    iovec remote{reinterpret_cast<void*>(m->pull_addr + done), m->total - done};
+    ssize_t n = process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int err = n < 0 ? errno : EIO;
+    if (err != ESRCH) {
+      // Not allowed here (ptrace scope, seccomp, a container without
+      // CAP_SYS_PTRACE): stream this and every later message instead.
+      accept_pull_ = false;
+      log::Info(
+          "{}: reading the sender's memory (pid {}) failed: {}; large messages on "
+          "this connection stream over the socket instead",
+          SocketName(sockets_[0].get()), peer_pid_, std::strerror(err));
+    }
+    return false;  // ESRCH: the peer is gone; CTS makes the socket report it
+  }
+  OutFrame fin;
+  fin.hdr = FrameHeader{kFrameFin, kFrameMagic, m->seq, 0, 0};
+  sockets_[0]->outq.push_back(std::move(fin));
+  Kick(sockets_[0].get());
+  ++pulled_;
+  m->received = m->total;
+  std::shared_ptr<RequestState> recv = std::move(m->recv);
+  const size_t total = m->total;
+  incoming_.erase(m->seq);
+  recv->Complete(absl::OkStatus(), total);
+  return true;
 }
 
 void TcpConnection::SendCts(uint64_t seq, bool refuse) {
   OutFrame f;
   f.hdr = FrameHeader{kFrameCts, kFrameMagic, seq, refuse ? 1u : 0u, 0};
   sockets_[0]->outq.push_back(std::move(f));
-  ArmWrite(sockets_[0].get());
+  Kick(sockets_[0].get());
 }
 
 bool TcpConnection::Match(Incoming* m, std::shared_ptr<RequestState> req, char* buf,
@@ -266,8 +331,12 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Irecv(void* buf, size_t 
     if (it->second.empty()) unexpected_.erase(it);
     bool ok = Match(m, req, static_cast<char*>(buf), len);
     if (!m->eager) {
-      SendCts(m->seq, !ok);
-      if (!ok) incoming_.erase(m->seq);
+      if (ok) {
+        Rendezvous(m);
+      } else {
+        SendCts(m->seq, /*refuse=*/true);
+        incoming_.erase(m->seq);
+      }
     } else if (m->received == m->total) {
       CompleteIncoming(m);
     }
@@ -368,6 +437,8 @@ void TcpConnection::OnFrame(Socket* s, const FrameHeader& h) {
           m->tag = h.a;
           m->total = h.b;
           m->eager = h.type == kFrameEager;
+          if (!m->eager && pull_addr_ != 0 && pull_seq_ == h.seq) m->pull_addr = pull_addr_;
+          pull_addr_ = 0;
           Incoming* raw = m.get();
           incoming_[h.seq] = std::move(m);
           auto pit = posted_.find(raw->tag);
@@ -401,9 +472,30 @@ void TcpConnection::OnFrame(Socket* s, const FrameHeader& h) {
               s->rdst = raw->discard ? nullptr : raw->dst;
             }
           } else if (matched) {
-            SendCts(raw->seq, !ok);
-            if (!ok) incoming_.erase(raw->seq);
+            if (ok) {
+              Rendezvous(raw);
+            } else {
+              SendCts(raw->seq, /*refuse=*/true);
+              incoming_.erase(raw->seq);
+            }
           }
+          break;
+        }
+        case kFramePull: {
+          pull_seq_ = h.seq;
+          pull_addr_ = h.a;
+          break;
+        }
+        case kFrameFin: {
+          auto it = awaiting_cts_.find(h.seq);
+          if (it == awaiting_cts_.end()) {
+            error = absl::DataLossError(absl::StrCat("protocol error from ", SocketName(s),
+                                                     ": FIN for message ", h.seq,
+                                                     ", which is not waiting"));
+            break;
+          }
+          it->second->req->Complete(absl::OkStatus(), it->second->len);
+          awaiting_cts_.erase(it);
           break;
         }
         case kFrameCts: {
@@ -470,23 +562,65 @@ void TcpConnection::OnPayloadDone(Socket* s) {
   if (m->received == m->total) CompleteIncoming(m);
 }
 
+int TcpConnection::FillIov(Socket* s, iovec* iov) {
+  int n_iov = 0;
+  for (auto it = s->outq.begin(); it != s->outq.end() && n_iov < kMaxIov; ++it) {
+    OutFrame& f = *it;
+    size_t hdr_left = f.sent < sizeof(FrameHeader) ? sizeof(FrameHeader) - f.sent : 0;
+    if (hdr_left > 0) {
+      iov[n_iov++] = {reinterpret_cast<char*>(&f.hdr) + f.sent, hdr_left};
+    }
+    if (f.len > 0 && n_iov < kMaxIov) {
+      size_t done = f.sent > sizeof(FrameHeader) ? f.sent - sizeof(FrameHeader) : 0;
+      iov[n_iov++] = {const_cast<char*>(f.data) + done, f.len - done};
+    }
+  }
+  return n_iov;
+}
+
+void TcpConnection::Advance(Socket* s, size_t n, Completions* done) {
+  while (n > 0 && !s->outq.empty()) {
+    OutFrame& f = s->outq.front();
+    size_t take = std::min(n, f.total() - f.sent);
+    f.sent += take;
+    n -= take;
+    if (f.sent < f.total()) break;
+    if (f.op != nullptr && --f.op->frames_left == 0) done->emplace_back(f.op->req, f.op->len);
+    bool is_close = f.hdr.type == kFrameClose;
+    s->outq.pop_front();
+    if (is_close) shutdown(s->fd, SHUT_WR);
+  }
+}
+
+void TcpConnection::Kick(Socket* s) {
+  // Unarmed means the progress thread is not writing this socket (only it
+  // disarms, and only once the queue is empty), so the caller may write.
+  if (s->write_armed || !s->registered || !failed_.ok() || s->outq.empty()) {
+    ArmWrite(s);
+    return;
+  }
+  iovec iov[kMaxIov];
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(FillIov(s, iov));
+  ssize_t n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n > 0) {
+    Completions done;
+    Advance(s, static_cast<size_t>(n), &done);
+    // Completing under mu_ is safe: request state locks are leaves.
+    for (auto& [req, len] : done) req->Complete(absl::OkStatus(), len);
+  }
+  // A full socket or an error: the progress thread goes on (and reports).
+  if (!s->outq.empty()) ArmWrite(s);
+}
+
 void TcpConnection::OnWritable(Socket* s) {
   iovec iov[kMaxIov];
   int n_iov = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (!failed_.ok()) return;
-    for (auto it = s->outq.begin(); it != s->outq.end() && n_iov < kMaxIov; ++it) {
-      OutFrame& f = *it;
-      size_t hdr_left = f.sent < sizeof(FrameHeader) ? sizeof(FrameHeader) - f.sent : 0;
-      if (hdr_left > 0) {
-        iov[n_iov++] = {reinterpret_cast<char*>(&f.hdr) + f.sent, hdr_left};
-      }
-      if (f.len > 0 && n_iov < kMaxIov) {
-        size_t done = f.sent > sizeof(FrameHeader) ? f.sent - sizeof(FrameHeader) : 0;
-        iov[n_iov++] = {const_cast<char*>(f.data) + done, f.len - done};
-      }
-    }
+    if (!failed_.ok() || !s->write_armed) return;
+    n_iov = FillIov(s, iov);
     if (n_iov == 0) {
       s->write_armed = false;
       if (s->registered) device_->ModifyFd(s->fd, EPOLLIN, s);
@@ -507,21 +641,10 @@ void TcpConnection::OnWritable(Socket* s) {
     Fail(ErrnoStatus(absl::StrCat("lost connection to ", SocketName(s)), "sendmsg"), !quiet);
     return;
   }
-  std::vector<std::pair<std::shared_ptr<RequestState>, size_t>> done;
+  Completions done;
   {
     absl::MutexLock lock(&mu_);
-    size_t left = static_cast<size_t>(n);
-    while (left > 0 && !s->outq.empty()) {
-      OutFrame& f = s->outq.front();
-      size_t take = std::min(left, f.total() - f.sent);
-      f.sent += take;
-      left -= take;
-      if (f.sent < f.total()) break;
-      if (f.op != nullptr && --f.op->frames_left == 0) done.emplace_back(f.op->req, f.op->len);
-      bool is_close = f.hdr.type == kFrameClose;
-      s->outq.pop_front();
-      if (is_close) shutdown(s->fd, SHUT_WR);
-    }
+    Advance(s, static_cast<size_t>(n), &done);
     if (s->outq.empty() && s->registered) {
       s->write_armed = false;
       device_->ModifyFd(s->fd, EPOLLIN, s);

@@ -3,8 +3,9 @@
 // receiver never buffers them: the sender announces the message (RTS), the
 // receiver answers CTS once a receive matches it, and the payload then flows
 // straight into the receive buffer in chunks striped across all sockets.
-// Isend/Irecv run on caller threads; all socket I/O runs on the device's
-// progress thread.
+// Isend/Irecv run on caller threads; reads run on the device's progress
+// thread, writes on whichever thread queued the frame when the socket is idle
+// (else on the progress thread, once the socket drains).
 //
 // Wire format: 32-byte frames {type, magic, seq, a, b}.
 //   EAGER (socket 0): a = tag, b = bytes; the payload follows inline.
@@ -13,8 +14,20 @@
 //                     receive is too small (nothing will be sent).
 //   CHUNK (any)     : a = offset, b = length of message `seq`, payload follows.
 //   CLOSE (each)    : orderly shutdown; no more frames follow on that socket.
+//   PULL  (socket 0): local transport only, just before an RTS: a = the
+//                     address of message `seq` in the sender's memory.
+//   FIN   (socket 0): receiver -> sender: message `seq` was pulled; the send
+//                     is complete.
 // Sequence numbers count the sender's messages; matching is FIFO per tag in
 // sequence order because announcements all travel on socket 0.
+//
+// Local transport (both ends on one host, a Unix socket): a matched RTS that
+// came with a PULL address is copied by the receiver straight from the
+// sender's memory (process_vm_readv, one copy, no socket) and answered with
+// FIN. When that read is refused (EPERM: ptrace restrictions, seccomp) the
+// receiver answers CTS instead and the payload streams over the socket, so
+// correctness never depends on cross-memory attach; pulls stay off for the
+// connection after the first refusal.
 #pragma once
 
 #include <sys/uio.h>
@@ -48,6 +61,8 @@ enum FrameType : uint32_t {
   kFrameCts = 3,
   kFrameChunk = 4,
   kFrameClose = 5,
+  kFramePull = 6,
+  kFrameFin = 7,
 };
 
 class TcpConnection : public Connection {
@@ -63,6 +78,8 @@ class TcpConnection : public Connection {
   absl::StatusOr<std::unique_ptr<Request>> Irecv(void* buf, size_t len, uint64_t tag) override;
   std::string peer_name() const override { return peer_name_; }
   absl::Status health() const override;
+  // Local transport: messages received by pulling from the sender's memory.
+  uint64_t pulled_messages() const;
 
  private:
   struct SendOp;
@@ -84,7 +101,19 @@ class TcpConnection : public Connection {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendCts(uint64_t seq, bool refuse) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartPayload(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A matched rendezvous message: pull it when it came with an address (then
+  // it is complete and erased), else ask for the payload with CTS.
+  void Rendezvous(Incoming* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Pull(Incoming* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmWrite(Socket* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `s`'s queue from the calling thread when the progress thread is
+  // not writing it (saves a thread hand-off per message); what does not fit
+  // is left to the progress thread.
+  void Kick(Socket* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using Completions = std::vector<std::pair<std::shared_ptr<RequestState>, size_t>>;
+  int FillIov(Socket* s, iovec* iov) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `n` bytes of `s`'s queue were written: drops finished frames.
+  void Advance(Socket* s, size_t n, Completions* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string SocketName(const Socket* s) const;
 
   TcpDevice* const device_;
@@ -92,12 +121,21 @@ class TcpConnection : public Connection {
   const size_t chunk_bytes_;
   const size_t eager_bytes_;
   std::vector<std::unique_ptr<Socket>> sockets_;
+  // Local transport: the peer's pid (SO_PEERCRED), 0 otherwise.
+  int peer_pid_ = 0;
 
   mutable absl::Mutex mu_;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   bool peer_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_send_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Local transport: whether we announce / accept pull addresses.
+  bool offer_pull_ ABSL_GUARDED_BY(mu_) = false;
+  bool accept_pull_ ABSL_GUARDED_BY(mu_) = false;
+  // The PULL frame just read, for the RTS that follows it.
+  uint64_t pull_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pull_addr_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pulled_ ABSL_GUARDED_BY(mu_) = 0;
   // Large sends announced and waiting for the receiver's CTS, by sequence number.
   absl::flat_hash_map<uint64_t, std::shared_ptr<SendOp>> awaiting_cts_ ABSL_GUARDED_BY(mu_);
   // Announced messages, by sequence number, until received and consumed.

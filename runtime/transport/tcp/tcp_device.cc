@@ -69,17 +69,35 @@ absl::StatusOr<std::unique_ptr<TcpDevice>> TcpDevice::Create(const DeviceOptions
     close(lfd);
     return local.status();
   }
+  std::string name = absl::StrCat("tcp:", ifname.empty() ? "?" : ifname, "(", ip, ")");
+  return Start(options, std::move(name), /*local=*/false, lfd, local->ToString());
+}
+
+absl::StatusOr<std::unique_ptr<TcpDevice>> TcpDevice::CreateLocal(const DeviceOptions& in) {
+  DeviceOptions options = in;
+  options.ifname = "local";
+  options.bind_address.clear();
+  options.sockets_per_connection = 1;  // no striping: large messages do not cross the socket
+  options.stall_timeout = absl::ZeroDuration();
+  ASSIGN_OR_RETURN(auto listening, ListenLocal());
+  return Start(options, absl::StrCat("local:", listening.second.substr(6)), /*local=*/true,
+               listening.first, listening.second);
+}
+
+absl::StatusOr<std::unique_ptr<TcpDevice>> TcpDevice::Start(DeviceOptions options, std::string name,
+                                                            bool local, int lfd,
+                                                            std::string listen_address) {
   int ep = epoll_create1(EPOLL_CLOEXEC);
   int ev = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (ep < 0 || ev < 0) {
-    absl::Status s = ErrnoStatus("tcp device", ep < 0 ? "epoll_create1" : "eventfd");
+    absl::Status s = ErrnoStatus(name, ep < 0 ? "epoll_create1" : "eventfd");
     close(lfd);
     if (ep >= 0) close(ep);
     if (ev >= 0) close(ev);
     return s;
   }
-  std::string name = absl::StrCat("tcp:", ifname.empty() ? "?" : ifname, "(", ip, ")");
-  std::unique_ptr<TcpDevice> d(new TcpDevice(options, name, lfd, ep, ev, *local));
+  std::unique_ptr<TcpDevice> d(
+      new TcpDevice(std::move(options), std::move(name), local, lfd, ep, ev, listen_address));
   epoll_event e{};
   e.events = EPOLLIN;
   e.data.ptr = nullptr;  // the eventfd
@@ -91,10 +109,11 @@ absl::StatusOr<std::unique_ptr<TcpDevice>> TcpDevice::Create(const DeviceOptions
   return d;
 }
 
-TcpDevice::TcpDevice(DeviceOptions options, std::string name, int listen_fd, int epoll_fd,
-                     int event_fd, SocketAddress listen_address)
+TcpDevice::TcpDevice(DeviceOptions options, std::string name, bool local, int listen_fd,
+                     int epoll_fd, int event_fd, std::string listen_address)
     : options_(std::move(options)),
       name_(std::move(name)),
+      local_(local),
       listen_fd_(listen_fd),
       epoll_fd_(epoll_fd),
       event_fd_(event_fd),
@@ -159,7 +178,7 @@ void TcpDevice::RunOnProgressThread(const std::function<void()>& fn) {
 }
 
 void TcpDevice::ProgressLoop() {
-  SetThreadName(absl::StrCat("mx-tcp-", options_.ifname));
+  SetThreadName(local_ ? std::string("mx-local") : absl::StrCat("mx-tcp-", options_.ifname));
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -264,11 +283,20 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpDevice::Connect(const ConnectOpti
     for (int fd : fds) close(fd);
   };
   if (o.initiator) {
-    ASSIGN_OR_RETURN(SocketAddress remote, SocketAddress::Parse(o.remote_address));
+    SocketAddress remote;
+    if (local_) {
+      if (!IsLocalAddress(o.remote_address)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": not a local-transport address (the peer must be on this host)"));
+      }
+    } else {
+      ASSIGN_OR_RETURN(remote, SocketAddress::Parse(o.remote_address));
+    }
     const uint32_t k = static_cast<uint32_t>(options_.sockets_per_connection);
     for (uint32_t i = 0; i < k; ++i) {
-      absl::StatusOr<int> fd =
-          ConnectTo(remote, options_.bind_address, options_.ifname, deadline - absl::Now());
+      absl::StatusOr<int> fd = local_ ? ConnectLocal(o.remote_address, deadline - absl::Now())
+                                      : ConnectTo(remote, options_.bind_address, options_.ifname,
+                                                  deadline - absl::Now());
       if (!fd.ok()) {
         close_all();
         return Annotate(fd.status(), what);
@@ -300,7 +328,9 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpDevice::Connect(const ConnectOpti
     expected_count_.erase(o.connection_id);
   }
   for (int fd : fds) {
-    absl::Status s = ConfigureDataSocket(fd, options_.socket_buffer_bytes, options_.stall_timeout);
+    absl::Status s =
+        local_ ? ConfigureLocalSocket(fd, options_.socket_buffer_bytes)
+               : ConfigureDataSocket(fd, options_.socket_buffer_bytes, options_.stall_timeout);
     if (!s.ok()) {
       close_all();
       return Annotate(s, what);

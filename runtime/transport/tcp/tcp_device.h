@@ -1,6 +1,12 @@
 // TCP transport device: one local NIC, its listening socket, and the epoll
 // progress thread ("mx-tcp-<nic>") that runs every socket of every connection
 // made through this device. Connections must be destroyed before their device.
+//
+// The same class is the intra-host "local" transport (CreateLocal, progress
+// thread "mx-local"): it listens on an abstract Unix socket instead of a NIC,
+// and its connections pull large messages straight out of the sender's
+// memory (see tcp_connection.h), so peers on one host pay one copy instead of
+// two copies plus the TCP stack.
 #pragma once
 
 #include <atomic>
@@ -39,11 +45,15 @@ inline constexpr uint32_t kHelloVersion = 1;
 class TcpDevice : public Device {
  public:
   static absl::StatusOr<std::unique_ptr<TcpDevice>> Create(const DeviceOptions& options);
+  // The intra-host device: Unix sockets, one per connection; ifname and
+  // bind_address are ignored.
+  static absl::StatusOr<std::unique_ptr<TcpDevice>> CreateLocal(const DeviceOptions& options);
   ~TcpDevice() override;
 
-  std::string kind() const override { return "tcp"; }
+  std::string kind() const override { return local_ ? "local" : "tcp"; }
   std::string name() const override { return name_; }
-  std::string address() const override { return listen_address_.ToString(); }
+  std::string address() const override { return listen_address_; }
+  bool local() const { return local_; }
   absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) override;
 
   // For connections: epoll registration (thread-safe) and running `fn` on the
@@ -59,8 +69,11 @@ class TcpDevice : public Device {
  private:
   class Listener;
   class Handshake;
-  TcpDevice(DeviceOptions options, std::string name, int listen_fd, int epoll_fd, int event_fd,
-            SocketAddress listen_address);
+  TcpDevice(DeviceOptions options, std::string name, bool local, int listen_fd, int epoll_fd,
+            int event_fd, std::string listen_address);
+  static absl::StatusOr<std::unique_ptr<TcpDevice>> Start(DeviceOptions options, std::string name,
+                                                          bool local, int listen_fd,
+                                                          std::string listen_address);
   void ProgressLoop();
   void AcceptAll();
   void OnHello(Handshake* hs, const Hello& hello);  // takes the socket
@@ -68,10 +81,11 @@ class TcpDevice : public Device {
 
   const DeviceOptions options_;
   const std::string name_;
+  const bool local_;
   const int listen_fd_;
   const int epoll_fd_;
   const int event_fd_;
-  const SocketAddress listen_address_;
+  const std::string listen_address_;
   std::unique_ptr<Listener> listener_;
   std::thread thread_;
   std::thread::id thread_id_;
