@@ -352,7 +352,11 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
 
 void Communicator::OnTransportFailure(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
-  if (failure_.ok()) failure_ = status;
+  // First failure wins, except that a peer known to be alive (it aborted)
+  // gives way to a real loss.
+  if (failure_.ok() || (transport::PeerWasAlive(failure_) && !transport::PeerWasAlive(status))) {
+    failure_ = status;
+  }
   failed_.store(true);
 }
 
@@ -362,12 +366,16 @@ absl::Status Communicator::health() const {
 }
 
 absl::Status Communicator::Fail(absl::Status status) {
-  if (status.code() == absl::StatusCode::kUnavailable && !failed_.load()) {
-    // A peer that closed in an orderly way mid-collective usually aborted
-    // because a third rank died: give that root cause a moment to surface
-    // and report it instead.
+  auto secondary = [this] {
+    if (!failed_.load()) return true;
+    return transport::PeerWasAlive(health());
+  };
+  if (status.code() == absl::StatusCode::kUnavailable && secondary()) {
+    // A peer that closed mid-collective (in an orderly way, or abruptly while
+    // alive) usually aborted because a third rank died: give that root cause
+    // a moment to surface and report it instead.
     const absl::Time grace = absl::Now() + absl::Seconds(1);
-    while (!failed_.load() && absl::Now() < grace) absl::SleepFor(absl::Milliseconds(5));
+    while (secondary() && absl::Now() < grace) absl::SleepFor(absl::Milliseconds(5));
     if (failed_.load()) status = health();
   }
   Abort(status);
@@ -377,7 +385,10 @@ absl::Status Communicator::Fail(absl::Status status) {
 void Communicator::Abort(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
-    if (failure_.ok()) failure_ = status;
+    if (failure_.ok() ||
+        (transport::PeerWasAlive(failure_) && !transport::PeerWasAlive(status) && !status.ok())) {
+      failure_ = status;
+    }
     failed_.store(true);
   }
   std::vector<DirectLinks> links;

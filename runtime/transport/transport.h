@@ -73,6 +73,15 @@ struct ConnectOptions {
   absl::Duration timeout = absl::Seconds(60);
 };
 
+// Payload key on an Unavailable status: the connection was lost, but the
+// peer process is known to be alive (the intra-host transport checks), so it
+// closed on purpose, usually aborting because some other rank failed. Callers
+// that collect failures prefer a status without it as the root cause.
+inline constexpr char kPeerAlivePayload[] = "mixnet/peer-alive";
+inline bool PeerWasAlive(const absl::Status& s) {
+  return s.GetPayload(kPeerAlivePayload).has_value();
+}
+
 // Called (from the progress thread) when a connection of this device breaks.
 using FailureCallback = std::function<void(const absl::Status&)>;
 

@@ -3,6 +3,7 @@
 // skip with the reason where it does not.
 #include "runtime/transport/transport.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/transport/tcp/socket_util.h"
 #include "runtime/transport/tcp/tcp_connection.h"
 
 namespace mixnet::transport {
@@ -348,6 +350,29 @@ TEST(LocalTransport, PullsLargeMessagesAndStreamsWhenPullsAreOff) {
     ASSERT_NE(conn, nullptr);
     EXPECT_EQ(conn->pulled_messages(), pull ? 2u : 0u);
   }
+}
+
+// What tells a peer that aborted (alive) from one that died: a zombie or a
+// vanished pid is dead, a running one alive.
+TEST(LocalTransport, ProcessAliveTellsRunningFromDead) {
+  EXPECT_TRUE(tcp::ProcessAlive(getpid()));
+  EXPECT_FALSE(tcp::ProcessAlive(0));
+  fflush(nullptr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  EXPECT_TRUE(tcp::ProcessAlive(child));
+  kill(child, SIGKILL);
+  // Until reaped the child is a zombie: dead all the same.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (tcp::ProcessAlive(child) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_FALSE(tcp::ProcessAlive(child));
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  EXPECT_FALSE(tcp::ProcessAlive(child));
 }
 
 TEST(LocalTransport, RejectsANetworkAddress) {

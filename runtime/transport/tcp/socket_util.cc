@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -208,6 +209,22 @@ int UnixPeerPid(int fd) {
   len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
   return cred.pid;
+}
+
+bool ProcessAlive(int pid) {
+  if (pid <= 0) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  // "pid (comm) state ppid pgrp session tty tpgid flags ...": comm may hold
+  // anything, so fields are counted from its closing parenthesis.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 1), ' ', absl::SkipEmpty());
+  if (fields.size() < 7 || fields[0] == "Z" || fields[0] == "X" || fields[0] == "x") return false;
+  uint64_t flags = 0;
+  constexpr uint64_t kPfExiting = 0x4;
+  return absl::SimpleAtoi(fields[6], &flags) && (flags & kPfExiting) == 0;
 }
 
 absl::StatusOr<int> Listen(const std::string& ip, int backlog) {

@@ -50,6 +50,11 @@ absl::Status ConfigureLocalSocket(int fd, size_t buffer_bytes);
 // (SO_PEERCRED), or 0 when `fd` is not one.
 int UnixPeerPid(int fd);
 
+// Whether process `pid` of this host is alive: it exists, is no zombie and is
+// not exiting (the PF_EXITING flag in /proc/<pid>/stat, set before a dying
+// process's sockets close).
+bool ProcessAlive(int pid);
+
 // A listening, non-blocking socket on ip:0 (ephemeral port).
 absl::StatusOr<int> Listen(const std::string& ip, int backlog = 256);
 absl::StatusOr<SocketAddress> LocalAddress(int fd);

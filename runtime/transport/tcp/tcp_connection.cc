@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
@@ -677,6 +678,15 @@ void TcpConnection::OnPeerShutdown(Socket* s) {
 }
 
 void TcpConnection::Fail(absl::Status status, bool report) {
+  // A local peer that dropped the connection while alive aborted on purpose
+  // (another rank failed): say so, so the root cause is reported instead.
+  if (report && peer_pid_ > 0 && peer_pid_ != getpid() &&
+      status.code() == absl::StatusCode::kUnavailable && ProcessAlive(peer_pid_)) {
+    status = absl::UnavailableError(absl::StrCat(
+        status.message(), "; its process (pid ", peer_pid_,
+        ") is alive, so it closed the connection itself (aborted, likely after another failure)"));
+    status.SetPayload(kPeerAlivePayload, absl::Cord("1"));
+  }
   std::vector<std::shared_ptr<RequestState>> reqs;
   {
     absl::MutexLock lock(&mu_);
