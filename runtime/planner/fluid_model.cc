@@ -15,30 +15,42 @@ struct Breakpoint {
   double c;
 };
 
-// Insertion sort: k is at most a few times alpha, so this beats std::sort.
-void SortBreakpoints(Breakpoint* b, int k) {
-  for (int i = 1; i < k; ++i) {
-    Breakpoint x = b[i];
-    int j = i - 1;
-    while (j >= 0 && b[j].t > x.t) {
-      b[j + 1] = b[j];
-      --j;
-    }
-    b[j + 1] = x;
+// The smallest T with total - sum_k min(d_k, T c_k) <= T eps, without
+// sorting the breakpoints: start with every circuit busy (a lower bound on
+// T), mark the circuits that have carried all their bytes by then, solve
+// again, until none is added. T only grows, so at most k + 1 passes; usually
+// one or two (cheaper than sorting inside the planner's inner loops).
+double Solve(double total, double eps, const Breakpoint* b, int k) {
+  constexpr int kStack = 64;
+  bool stack[kStack];
+  std::vector<char> heap;
+  bool* done = stack;
+  if (k > kStack) {
+    heap.assign(k, 0);
+    done = reinterpret_cast<bool*>(heap.data());
+  } else {
+    std::fill_n(stack, k, false);
   }
-}
-
-double SolveSorted(double total, double eps, Breakpoint* b, int k) {
   double active = 0;  // circuit rate of the peers not yet saturated
   for (int i = 0; i < k; ++i) active += b[i].c;
-  double sat = 0;  // bytes of saturated peers
-  double last = 0;
-  for (int i = 0; i < k; ++i) {
+  double sat = 0;   // bytes of saturated peers
+  double last = 0;  // the latest saturation time
+  while (eps + active > 0) {
     const double t = (total - sat) / (eps + active);
-    if (t <= b[i].t) return std::max(t, last);
-    sat += b[i].d;
-    active -= b[i].c;
-    last = b[i].t;
+    bool changed = false;
+    for (int i = 0; i < k; ++i) {
+      if (done[i] || b[i].t >= t) continue;
+      done[i] = true;
+      changed = true;
+      sat += b[i].d;
+      active -= b[i].c;
+      last = std::max(last, b[i].t);
+    }
+    if (!changed) return std::max(t, last);
+    if (active <= 0) active = 0;  // every circuit saturated (rounding aside)
+    bool any_active = false;
+    for (int i = 0; i < k && !any_active; ++i) any_active = !done[i];
+    if (!any_active) break;
   }
   const double rest = total - sat;
   if (rest <= 1e-12 * total) return last;
@@ -50,6 +62,13 @@ double SolveSorted(double total, double eps, Breakpoint* b, int k) {
 
 Adjacency MakeAdjacency(int hosts, const std::vector<UndirectedCircuit>& circuits) {
   Adjacency adj(hosts);
+  std::vector<int> degree(hosts, 0);
+  for (const UndirectedCircuit& c : circuits) {
+    if (c.a == c.b || c.a < 0 || c.b < 0 || c.a >= hosts || c.b >= hosts) continue;
+    ++degree[c.a];
+    ++degree[c.b];
+  }
+  for (int h = 0; h < hosts; ++h) adj[h].reserve(degree[h]);
   auto add = [&](int from, int to, double Bps) {
     for (CircuitLink& l : adj[from]) {
       if (l.peer == to) {
@@ -82,8 +101,7 @@ double SideTime(double total, double eps, const double* d, const double* c, int 
     if (c[i] <= 0) continue;
     b[m++] = Breakpoint{d[i] / c[i], d[i], c[i]};
   }
-  SortBreakpoints(b, m);
-  return SolveSorted(total, eps, b, m);
+  return Solve(total, eps, b, m);
 }
 
 FluidModel::FluidModel(const TrafficMatrix& demand, std::vector<double> eps_Bps)
@@ -124,21 +142,19 @@ double FluidModel::HostTime(int h, const CircuitLink* links, int count) const {
     ++m;
   }
   // Solve the heavier side first; the other side only needs solving when it
-  // is still busy at that time (f(t) > 0, an O(k) check without sorting).
+  // is still busy at that time (f(t) > 0, an O(k) check).
   double first_total = row_[h], second_total = col_[h];
   if (second_total > first_total) {
     std::swap(first_total, second_total);
     std::swap(out, in);
   }
   if (first_total <= 0) return 0;
-  SortBreakpoints(out, m);
-  const double t = SolveSorted(first_total, eps_[h], out, m);
+  const double t = Solve(first_total, eps_[h], out, m);
   if (second_total <= 0 || std::isinf(t)) return t;
   double left = second_total - t * eps_[h];
   for (int i = 0; i < m; ++i) left -= std::min(in[i].d, t * in[i].c);
   if (left <= 1e-12 * second_total) return t;
-  SortBreakpoints(in, m);
-  return std::max(t, SolveSorted(second_total, eps_[h], in, m));
+  return std::max(t, Solve(second_total, eps_[h], in, m));
 }
 
 FluidEstimate FluidModel::Estimate(const Adjacency& adjacency) const {

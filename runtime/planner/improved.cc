@@ -30,13 +30,15 @@ bool Saturated(const FluidModel& model, const PlanGraph& g, int b, int j, double
 // drops by at most that over s_x; the host's time is the max of its sides.
 class GainBounds {
  public:
-  GainBounds(const FluidModel& model, const PlanGraph& g, int b) : b_(b) {
-    const std::vector<CircuitLink>& links = g.links(b);
-    const int k = static_cast<int>(links.size());
+  GainBounds(const FluidModel& model, const PlanGraph& g, int b)
+      : GainBounds(model, b, g.links(b).data(), static_cast<int>(g.links(b).size())) {}
+  // For host b with circuits `links` (aggregated per peer; entries may be 0).
+  GainBounds(const FluidModel& model, int b, const CircuitLink* links, int k) : b_(b) {
     constexpr int kStack = 32;
     double dout[kStack], din[kStack], c[kStack];
     if (k > kStack) {  // not worth bounding: every candidate is evaluated
       side_[0] = side_[1] = Side{kInfinity, 0};
+      valid_ = false;
       return;
     }
     for (int i = 0; i < k; ++i) {
@@ -56,6 +58,10 @@ class GainBounds {
       }
     }
   }
+
+  // b's time (max of its sides), when the bounds were computed (valid()).
+  bool valid() const { return valid_; }
+  double time() const { return std::max(side_[0].time, side_[1].time); }
 
   // Bound on t_b - (b's time with one more circuit to j); t_b is b's time.
   double Upper(const FluidModel& model, const PlanGraph& g, int j, double t_b) const {
@@ -77,6 +83,7 @@ class GainBounds {
     double slope = 0;
   };
   int b_;
+  bool valid_ = true;
   Side side_[2];
 };
 
@@ -89,7 +96,7 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
   const int n = g.hosts();
   std::vector<char> blocked(n, 0);
   std::vector<double> ub(n);
-  std::vector<int> sw(n);
+  std::vector<int> sw(n);  // 1: b may take a circuit to j
   while (true) {
     int b = -1;
     for (int h = 0; h < n; ++h) {
@@ -107,9 +114,8 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
       ub[j] = -1;
       sw[j] = -1;
       if (j == b || model.demand(b, j) + model.demand(j, b) <= 0) continue;
-      const int s = g.CommonSwitch(b, j);
-      if (s < 0 || Saturated(model, g, b, j, t[b])) continue;
-      sw[j] = s;
+      if (!g.MayConnect(b, j) || Saturated(model, g, b, j, t[b])) continue;
+      sw[j] = 1;
       ub[j] = bounds.Upper(model, g, j, t[b]);
       if (seed < 0 || ub[j] > ub[seed]) seed = j;
     }
@@ -118,14 +124,13 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
       seed_nb = TimeWith(model, g, b, seed, -1);
       threshold = t[b] - seed_nb - 4 * tol;
     }
-    int best = -1, best_s = -1;
+    int best = -1;
     double best_gain = 0, best_nb = 0;
     double best_gj = -1;  // the partner's own gain, computed only to break ties
     bool best_keep = false;
     auto partner_gain = [&](int j) { return t[j] - TimeWith(model, g, j, b, -1); };
     for (int j = 0; j < n; ++j) {
       if (sw[j] < 0 || ub[j] < threshold) continue;
-      const int s = sw[j];
       const double nb = j == seed ? seed_nb : TimeWith(model, g, b, j, -1);
       const double gain = t[b] - nb;
       if (gain <= tol) continue;
@@ -143,7 +148,6 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
       }
       if (!take) continue;
       best = j;
-      best_s = s;
       best_gain = gain;
       best_gj = gj;
       best_nb = nb;
@@ -153,7 +157,7 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
       blocked[b] = 1;
       continue;
     }
-    g.Add(b, best, best_s);
+    g.Add(b, best, g.CommonSwitch(b, best));
     t[b] = best_nb;
     t[best] = model.HostTime(best, g.links(best));
   }
@@ -209,9 +213,10 @@ void LocalSearch(const FluidModel& model, double lower_bound, int rounds, double
   constexpr int kTop = 5;  // > the hosts one change touches
   int top[kTop];
   int top_n = 0;
-  std::vector<CircuitLink> b_links, v_links;
+  std::vector<CircuitLink> b_links, v_links, b_minus;
   std::vector<double> u_gains(n);  // u's time when (b, u) becomes (u, w), per w
   b_links.reserve(16);
+  b_minus.reserve(16);
   v_links.reserve(16);
   const auto start =
       budget_s > 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -259,11 +264,22 @@ void LocalSearch(const FluidModel& model, double lower_bound, int rounds, double
       const int u = b_links[li].peer;
       double u_loses = -1;  // u's time without one circuit to b (computed once)
       std::fill(u_gains.begin(), u_gains.end(), -1.0);
+      // b without one circuit to u, to bound in O(1) what adding v can give:
+      // candidates v that cannot bring b below its time are skipped unsolved.
+      b_minus.assign(b_links.begin(), b_links.end());
+      b_minus[li].Bps -= g.circuit_Bps(b, u);
+      const GainBounds minus_bounds(model, b, b_minus.data(), static_cast<int>(b_minus.size()));
+      const double tb_minus =
+          minus_bounds.valid()
+              ? minus_bounds.time()
+              : model.HostTime(b, b_minus.data(), static_cast<int>(b_minus.size()));
+      const double no_gain = t[b] * (1 - kRel) * (1 + 1e-12);
       for (int s = 0; s < switches && !changed; ++s) {
         if (g.count_on(b, u, s) == 0) continue;
         for (int v = 0; v < n && !changed; ++v) {
           if (v == b || v == u || model.demand(b, v) + model.demand(v, b) <= 0) continue;
           if (Saturated(model, g, b, v, t[b])) continue;
+          if (tb_minus - minus_bounds.Upper(model, g, v, tb_minus) > no_gain) continue;
           const double nb = TimeWith(model, g, b, v, u);
           if (nb >= t[b] * (1 - kRel)) continue;
           if (g.free(v, s) > 0) {

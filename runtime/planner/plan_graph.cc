@@ -10,18 +10,30 @@ PlanGraph::PlanGraph(const Region& region)
     : n_(region.hosts()),
       s_(region.switches()),
       free_(static_cast<size_t>(n_) * s_, 0),
+      free_mask_(n_, 0),
       count_(static_cast<size_t>(n_) * n_, 0),
       count_s_(static_cast<size_t>(n_) * n_ * s_, 0),
       rate_(static_cast<size_t>(n_) * n_, 0),
       adj_(n_) {
+  size_t ports = 0;
+  for (int h = 0; h < n_; ++h) ports += region.input().ports[h].size();
+  circuits_.reserve(ports / 2);
   for (int h = 0; h < n_; ++h) {
-    for (int s = 0; s < s_; ++s) free_[h * s_ + s] = static_cast<int>(region.ports_on(h, s).size());
+    for (int s = 0; s < s_; ++s) SetFree(h, s, static_cast<int>(region.ports_on(h, s).size()));
     adj_[h].reserve(region.input().ports[h].size());
     for (int p = 0; p < n_; ++p) rate_[h * n_ + p] = p == h ? 0 : region.circuit_Bps(h, p);
   }
 }
 
-bool PlanGraph::AnyFree(int h) const {
+void PlanGraph::SetFree(int h, int s, int delta) {
+  const int f = free_[h * s_ + s] += delta;
+  if (s < 64) {
+    const uint64_t bit = uint64_t{1} << s;
+    free_mask_[h] = f > 0 ? free_mask_[h] | bit : free_mask_[h] & ~bit;
+  }
+}
+
+bool PlanGraph::AnyFreeSlow(int h) const {
   for (int s = 0; s < s_; ++s) {
     if (free_[h * s_ + s] > 0) return true;
   }
@@ -56,8 +68,8 @@ void PlanGraph::Bump(int a, int b) {
 }
 
 void PlanGraph::Add(int a, int b, int s) {
-  --free_[a * s_ + s];
-  --free_[b * s_ + s];
+  SetFree(a, s, -1);
+  SetFree(b, s, -1);
   ++count_[a * n_ + b];
   ++count_[b * n_ + a];
   ++count_s_[(a * n_ + b) * s_ + s];
@@ -77,8 +89,8 @@ bool PlanGraph::Remove(int a, int b, int s) {
       break;
     }
   }
-  ++free_[a * s_ + s];
-  ++free_[b * s_ + s];
+  SetFree(a, s, 1);
+  SetFree(b, s, 1);
   --count_[a * n_ + b];
   --count_[b * n_ + a];
   --count_s_[(a * n_ + b) * s_ + s];

@@ -5,6 +5,7 @@
 // one PlanGraph per planning call.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "runtime/planner/fluid_model.h"
@@ -25,10 +26,14 @@ class PlanGraph {
   int hosts() const { return n_; }
   int switches() const { return s_; }
   int free(int h, int s) const { return free_[h * s_ + s]; }
-  bool AnyFree(int h) const;
+  bool AnyFree(int h) const { return s_ <= 64 ? free_mask_[h] != 0 : AnyFreeSlow(h); }
   // A switch where both hosts have a free port (the one with the most free
   // ports at the scarcer end), or -1.
   int CommonSwitch(int a, int b) const;
+  // CommonSwitch(a, b) >= 0, in O(1) for up to 64 switches.
+  bool MayConnect(int a, int b) const {
+    return s_ <= 64 ? (free_mask_[a] & free_mask_[b]) != 0 : CommonSwitch(a, b) >= 0;
+  }
   int count(int a, int b) const { return count_[a * n_ + b]; }
   int count_on(int a, int b, int s) const { return count_s_[(a * n_ + b) * s_ + s]; }
   double circuit_Bps(int a, int b) const { return rate_[a * n_ + b]; }
@@ -43,10 +48,13 @@ class PlanGraph {
 
  private:
   void Bump(int a, int b);  // re-derives adj_[a]'s entry for b from the count
+  bool AnyFreeSlow(int h) const;
+  void SetFree(int h, int s, int delta);
 
   int n_ = 0;
   int s_ = 0;
   std::vector<int> free_;
+  std::vector<uint64_t> free_mask_;  // bit s: host has a free port on switch s (s_ <= 64)
   std::vector<int> count_;
   std::vector<int> count_s_;
   std::vector<double> rate_;
