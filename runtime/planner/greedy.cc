@@ -39,7 +39,10 @@ void PaperGreedy(const FluidModel& model, PlanGraph& g) {
       if (w > 0) run.push_back({w, i, j});
     }
   }
-  std::sort(run.begin(), run.end(), [&](const Entry& x, const Entry& y) { return lower(y, x); });
+  // Pairs were generated in (i, j) order, so a stable sort on weight alone
+  // yields the total order (heaviest first, lowest (i, j) on ties).
+  std::stable_sort(run.begin(), run.end(),
+                   [](const Entry& x, const Entry& y) { return x.w > y.w; });
   std::vector<Entry> demoted;
   size_t next = 0;
   while (next < run.size() || !demoted.empty()) {
@@ -53,8 +56,8 @@ void PaperGreedy(const FluidModel& model, PlanGraph& g) {
     }
     // Free ports only ever shrink: a pair that cannot take a circuit now
     // never will, so it leaves for good.
+    if (!g.MayConnect(e.i, e.j)) continue;
     const int s = g.CommonSwitch(e.i, e.j);
-    if (s < 0) continue;
     g.Add(e.i, e.j, s);
     e.w /= 100.0 * g.count(e.i, e.j);
     if (e.w > 0) {
