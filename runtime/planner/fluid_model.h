@@ -21,7 +21,7 @@
 //        ingress: sum_i max(0, D(i, h) - T c(i, h)) <= T E(h)
 //    Each side is a decreasing piecewise-linear function of T with one
 //    breakpoint per circuit peer (at most alpha), so a host's time is found
-//    exactly in O(alpha log alpha): "the slowest host's bytes over the
+//    exactly in a few O(alpha) passes: "the slowest host's bytes over the
 //    bandwidth its paths give it, EPS carrying what circuits do not".
 //    T = max over hosts of max(egress, ingress time). It is infinite when a
 //    host with no EPS has bytes for a peer it has no circuit to.
