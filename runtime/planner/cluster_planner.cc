@@ -78,6 +78,12 @@ absl::StatusOr<ClusterPlanner> ClusterPlanner::FromRegions(std::vector<RegionInp
         o = Owner{ri, PortRef{h, k}};
       }
     }
+    std::vector<size_t> base(region.hosts());
+    for (int h = 0; h < region.hosts(); ++h) {
+      base[h] = p.ports_;
+      p.ports_ += region.input().ports[h].size();
+    }
+    p.port_base_.push_back(std::move(base));
     p.regions_.push_back(std::move(region));
   }
   return p;
@@ -86,30 +92,36 @@ absl::StatusOr<ClusterPlanner> ClusterPlanner::FromRegions(std::vector<RegionInp
 absl::StatusOr<std::vector<std::vector<PlannedCircuit>>> ClusterPlanner::SplitCircuits(
     const std::vector<cluster::CircuitSpec>& circuits) const {
   std::vector<std::vector<PlannedCircuit>> out(regions_.size());
-  std::vector<std::vector<std::vector<char>>> used(regions_.size());
   for (size_t r = 0; r < regions_.size(); ++r) {
-    used[r].resize(regions_[r].hosts());
-    for (int h = 0; h < regions_[r].hosts(); ++h) {
-      used[r][h].assign(regions_[r].input().ports[h].size(), 0);
-    }
+    size_t ports = 0;
+    for (const std::vector<OcsPort>& p : regions_[r].input().ports) ports += p.size();
+    out[r].reserve(ports / 2);
   }
+  std::vector<char> used(ports_, 0);  // per port, flat (port_base_)
+  // Circuits come grouped by switch: look a name up once per run of them.
+  const std::string* last_name = nullptr;
+  const std::vector<Owner>* last_owners = nullptr;
   for (size_t i = 0; i < circuits.size(); ++i) {
     const cluster::CircuitSpec& c = circuits[i];
     auto what = [&] {
       return absl::StrCat("circuits[", i, "] (", c.ocs_switch, " ", c.port_a, "-", c.port_b, ")");
     };
-    auto sw = switch_ids_.find(c.ocs_switch);
+    if (last_name == nullptr || *last_name != c.ocs_switch) {
+      auto sw = switch_ids_.find(c.ocs_switch);
+      last_name = &c.ocs_switch;
+      last_owners = sw == switch_ids_.end() ? nullptr : &owners_[sw->second];
+    }
     Owner ends[2];
     const int ports[2] = {c.port_a, c.port_b};
     for (int e = 0; e < 2; ++e) {
-      const std::vector<Owner>* owners = sw == switch_ids_.end() ? nullptr : &owners_[sw->second];
+      const std::vector<Owner>* owners = last_owners;
       if (owners == nullptr || ports[e] < 0 || ports[e] >= static_cast<int>(owners->size()) ||
           (*owners)[ports[e]].region < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             what(), ": port ", c.ocs_switch, ":", ports[e], " is not an OCS port of any region"));
       }
       ends[e] = (*owners)[ports[e]];
-      char& u = used[ends[e].region][ends[e].ref.host][ends[e].ref.port];
+      char& u = used[port_base_[ends[e].region][ends[e].ref.host] + ends[e].ref.port];
       if (u) {
         return absl::InvalidArgumentError(absl::StrCat(what(), ": port ", c.ocs_switch, ":",
                                                        ports[e], " is used by another circuit"));

@@ -65,6 +65,9 @@ class ClusterPlanner {
   std::vector<Region> regions_;
   std::unordered_map<std::string, int> switch_ids_;
   std::vector<std::vector<Owner>> owners_;  // [switch id][port]
+  // Flat index of port (region r, host h, port p): port_base_[r][h] + p.
+  std::vector<std::vector<size_t>> port_base_;
+  size_t ports_ = 0;
 };
 
 }  // namespace mixnet::planner
