@@ -20,37 +20,27 @@ struct Breakpoint {
 // T), mark the circuits that have carried all their bytes by then, solve
 // again, until none is added. T only grows, so at most k + 1 passes; usually
 // one or two (cheaper than sorting inside the planner's inner loops).
-double Solve(double total, double eps, const Breakpoint* b, int k) {
-  constexpr int kStack = 64;
-  bool stack[kStack];
-  std::vector<char> heap;
-  bool* done = stack;
-  if (k > kStack) {
-    heap.assign(k, 0);
-    done = reinterpret_cast<bool*>(heap.data());
-  } else {
-    std::fill_n(stack, k, false);
-  }
-  double active = 0;  // circuit rate of the peers not yet saturated
+// Reorders b: the saturated circuits end up behind the busy ones.
+double Solve(double total, double eps, Breakpoint* b, int k) {
+  double active = 0;  // circuit rate of the peers not yet saturated (b[0, k))
   for (int i = 0; i < k; ++i) active += b[i].c;
   double sat = 0;   // bytes of saturated peers
   double last = 0;  // the latest saturation time
-  while (eps + active > 0) {
+  while (k > 0 && eps + active > 0) {
     const double t = (total - sat) / (eps + active);
-    bool changed = false;
-    for (int i = 0; i < k; ++i) {
-      if (done[i] || b[i].t >= t) continue;
-      done[i] = true;
-      changed = true;
+    const int before = k;
+    for (int i = 0; i < k;) {
+      if (b[i].t >= t) {
+        ++i;
+        continue;
+      }
       sat += b[i].d;
       active -= b[i].c;
       last = std::max(last, b[i].t);
+      std::swap(b[i], b[--k]);  // b[i] is now unseen: look at it again
     }
-    if (!changed) return std::max(t, last);
-    if (active <= 0) active = 0;  // every circuit saturated (rounding aside)
-    bool any_active = false;
-    for (int i = 0; i < k && !any_active; ++i) any_active = !done[i];
-    if (!any_active) break;
+    if (k == before) return std::max(t, last);
+    if (active < 0) active = 0;  // rounding
   }
   const double rest = total - sat;
   if (rest <= 1e-12 * total) return last;
