@@ -9,8 +9,9 @@
 namespace mixnet::planner {
 namespace {
 
+// One circuit peer of a side: its bytes d and rate c > 0; it has carried
+// them all at d / c (compared as d >= T c, so no division in the loops).
 struct Breakpoint {
-  double t;  // d / c: when this circuit has carried all of its pair's bytes
   double d;
   double c;
 };
@@ -30,13 +31,13 @@ double Solve(double total, double eps, Breakpoint* b, int k) {
     const double t = (total - sat) / (eps + active);
     const int before = k;
     for (int i = 0; i < k;) {
-      if (b[i].t >= t) {
+      if (b[i].d >= t * b[i].c) {
         ++i;
         continue;
       }
       sat += b[i].d;
       active -= b[i].c;
-      last = std::max(last, b[i].t);
+      last = std::max(last, b[i].d / b[i].c);
       std::swap(b[i], b[--k]);  // b[i] is now unseen: look at it again
     }
     if (k == before) return std::max(t, last);
@@ -89,7 +90,7 @@ double SideTime(double total, double eps, const double* d, const double* c, int 
   int m = 0;
   for (int i = 0; i < k; ++i) {
     if (c[i] <= 0) continue;
-    b[m++] = Breakpoint{d[i] / c[i], d[i], c[i]};
+    b[m++] = Breakpoint{d[i], c[i]};
   }
   return Solve(total, eps, b, m);
 }
@@ -127,8 +128,8 @@ double FluidModel::HostTime(int h, const CircuitLink* links, int count) const {
     const int p = links[i].peer;
     const double dout = row[p];
     const double din = d_[static_cast<size_t>(p) * n_ + h];
-    out[m] = Breakpoint{dout / c, dout, c};
-    in[m] = Breakpoint{din / c, din, c};
+    out[m] = Breakpoint{dout, c};
+    in[m] = Breakpoint{din, c};
     ++m;
   }
   // Solve the heavier side first; the other side only needs solving when it
