@@ -13,7 +13,7 @@ PlanGraph::PlanGraph(const Region& region)
       free_mask_(n_, 0),
       count_(static_cast<size_t>(n_) * n_, 0),
       count_s_(static_cast<size_t>(n_) * n_ * s_, 0),
-      rate_(static_cast<size_t>(n_) * n_, 0),
+      rate_(region.pair_Bps().data()),
       adj_(n_) {
   size_t ports = 0;
   for (int h = 0; h < n_; ++h) ports += region.input().ports[h].size();
@@ -21,7 +21,6 @@ PlanGraph::PlanGraph(const Region& region)
   for (int h = 0; h < n_; ++h) {
     for (int s = 0; s < s_; ++s) SetFree(h, s, static_cast<int>(region.ports_on(h, s).size()));
     adj_[h].reserve(region.input().ports[h].size());
-    for (int p = 0; p < n_; ++p) rate_[h * n_ + p] = p == h ? 0 : region.circuit_Bps(h, p);
   }
 }
 
@@ -104,8 +103,13 @@ double TimeWith(const FluidModel& model, const PlanGraph& g, int h, int add, int
   constexpr int kStack = 32;
   const std::vector<CircuitLink>& links = g.links(h);
   std::vector<CircuitLink> heap;
-  CircuitLink stack[kStack];
-  CircuitLink* buf = stack;
+  // Left uninitialised (CircuitLink's member initialisers would zero all
+  // kStack entries on every call); only [0, k) is written and read.
+  union Stack {
+    Stack() {}
+    CircuitLink links[kStack];
+  } stack;
+  CircuitLink* buf = stack.links;
   if (links.size() + 1 > kStack) {
     heap.resize(links.size() + 1);
     buf = heap.data();

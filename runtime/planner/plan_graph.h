@@ -57,7 +57,7 @@ class PlanGraph {
   std::vector<uint64_t> free_mask_;  // bit s: host has a free port on switch s (s_ <= 64)
   std::vector<int> count_;
   std::vector<int> count_s_;
-  std::vector<double> rate_;
+  const double* rate_;  // the region's pair_Bps(), which outlives the graph
   Adjacency adj_;
   std::vector<HostCircuit> circuits_;
 };

@@ -93,6 +93,12 @@ absl::StatusOr<Region> Region::Create(RegionInput input, int alpha) {
     }
     r.host_rate_Bps_[h] = slowest;
   }
+  r.pair_Bps_.assign(n * n, 0);
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      if (a != b) r.pair_Bps_[a * n + b] = std::min(r.host_rate_Bps_[a], r.host_rate_Bps_[b]);
+    }
+  }
   const int S = static_cast<int>(r.switch_names_.size());
   r.by_switch_.assign(n * std::max(S, 1), {});
   for (size_t h = 0; h < n; ++h) {

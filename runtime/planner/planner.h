@@ -78,6 +78,8 @@ class Region {
   // Bytes/s per direction of one circuit between hosts a and b: the slower
   // end's OCS line rate (a host's rate is its slowest OCS port).
   double circuit_Bps(int a, int b) const;
+  // circuit_Bps for every pair, row-major (0 on the diagonal).
+  const std::vector<double>& pair_Bps() const { return pair_Bps_; }
   // Sum of host h's OCS port rates (for FluidModel::LowerBound).
   const std::vector<double>& ocs_Bps() const { return ocs_total_Bps_; }
   // Ports of host h on switch s (indices into input().ports[h]).
@@ -103,6 +105,7 @@ class Region {
   std::vector<std::vector<int>> port_switch_;  // [host][port] -> switch index
   std::vector<std::vector<int>> by_switch_;    // [host * S + s] -> port indices
   std::vector<double> host_rate_Bps_;          // slowest OCS port per host
+  std::vector<double> pair_Bps_;               // [a * n + b] -> circuit_Bps(a, b)
   std::vector<double> ocs_total_Bps_;
 };
 
