@@ -37,8 +37,9 @@ class GainBounds {
     constexpr int kStack = 32;
     double dout[kStack], din[kStack], c[kStack];
     if (k > kStack) {  // not worth bounding: every candidate is evaluated
-      side_[0] = side_[1] = Side{kInfinity, 0};
+      side_[0] = side_[1] = Side{kInfinity, 0, 0};
       valid_ = false;
+      unbounded_ = true;
       return;
     }
     for (int i = 0; i < k; ++i) {
@@ -56,6 +57,8 @@ class GainBounds {
       for (int i = 0; i < k; ++i) {
         if (c[i] > 0 && d[x][i] >= side.time * c[i]) side.slope += c[i];
       }
+      if (side.time > 0 && (!std::isfinite(side.time) || side.slope <= 0)) unbounded_ = true;
+      if (side.slope > 0) side.inv_slope = 1 / side.slope;
     }
   }
 
@@ -68,11 +71,11 @@ class GainBounds {
     const double cj = g.circuit_Bps(b_, j);
     const double dj[2] = {model.demand(b_, j), model.demand(j, b_)};
     double floor = 0;  // no side ends before this
+    if (unbounded_) return kInfinity;
     for (int x = 0; x < 2; ++x) {
       const Side& side = side_[x];
       if (side.time <= 0) continue;
-      if (!std::isfinite(side.time) || side.slope <= 0) return kInfinity;
-      floor = std::max(floor, side.time - std::min(cj * side.time, dj[x]) / side.slope);
+      floor = std::max(floor, side.time - std::min(cj * side.time, dj[x]) * side.inv_slope);
     }
     return t_b - floor;
   }
@@ -81,9 +84,11 @@ class GainBounds {
   struct Side {
     double time = 0;
     double slope = 0;
+    double inv_slope = 0;
   };
   int b_;
   bool valid_ = true;
+  bool unbounded_ = false;  // a busy side that more circuits cannot be shown to help
   Side side_[2];
 };
 
