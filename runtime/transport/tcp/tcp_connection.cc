@@ -596,7 +596,8 @@ void TcpConnection::Advance(Socket* s, size_t n, Completions* done) {
 void TcpConnection::Kick(Socket* s) {
   // Unarmed means the progress thread is not writing this socket (only it
   // disarms, and only once the queue is empty), so the caller may write.
-  if (s->write_armed || !s->registered || !failed_.ok() || s->outq.empty()) {
+  if (s->outq.empty()) return;
+  if (s->write_armed || !s->registered || !failed_.ok()) {
     ArmWrite(s);
     return;
   }
