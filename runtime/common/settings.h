@@ -35,7 +35,7 @@ namespace mixnet {
     "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")         \
   X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                      \
     "path between ranks on one host: local (Unix socket; large messages copied once, straight " \
-    "from the sender's memory) or nic (the data-plane transport over the host's NIC)")         \
+    "from the sender's memory) or nic (the data-plane transport over the host's NIC)")          \
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \

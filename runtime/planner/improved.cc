@@ -101,7 +101,7 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
   const int n = g.hosts();
   std::vector<char> blocked(n, 0);
   std::vector<double> ub(n);
-  std::vector<int> sw(n);  // 1: b may take a circuit to j
+  std::vector<char> candidate(n);  // b may take one more circuit to j
   while (true) {
     int b = -1;
     for (int h = 0; h < n; ++h) {
@@ -117,10 +117,10 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
     int seed = -1;
     for (int j = 0; j < n; ++j) {
       ub[j] = -1;
-      sw[j] = -1;
+      candidate[j] = 0;
       if (j == b || model.demand(b, j) + model.demand(j, b) <= 0) continue;
       if (!g.MayConnect(b, j) || Saturated(model, g, b, j, t[b])) continue;
-      sw[j] = 1;
+      candidate[j] = 1;
       ub[j] = bounds.Upper(model, g, j, t[b]);
       if (seed < 0 || ub[j] > ub[seed]) seed = j;
     }
@@ -135,7 +135,7 @@ void WorstFirst(const FluidModel& model, const std::vector<int>& current, PlanGr
     bool best_keep = false;
     auto partner_gain = [&](int j) { return t[j] - TimeWith(model, g, j, b, -1); };
     for (int j = 0; j < n; ++j) {
-      if (sw[j] < 0 || ub[j] < threshold) continue;
+      if (!candidate[j] || ub[j] < threshold) continue;
       const double nb = j == seed ? seed_nb : TimeWith(model, g, b, j, -1);
       const double gain = t[b] - nb;
       if (gain <= tol) continue;

@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<TcpDevice>> TcpDevice::CreateLocal(const DeviceOp
   options.sockets_per_connection = 1;  // no striping: large messages do not cross the socket
   options.stall_timeout = absl::ZeroDuration();
   ASSIGN_OR_RETURN(auto listening, ListenLocal());
-  return Start(options, absl::StrCat("local:", listening.second.substr(6)), /*local=*/true,
+  return Start(options, absl::StrCat("local(", listening.second, ")"), /*local=*/true,
                listening.first, listening.second);
 }
 
