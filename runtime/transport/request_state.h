@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "runtime/transport/completion_group.h"
 #include "runtime/transport/transport.h"
 
 namespace mixnet::transport {
@@ -17,11 +18,31 @@ class RequestState {
  public:
   // First completion wins; later calls are ignored.
   void Complete(absl::Status status, size_t bytes) {
-    absl::MutexLock lock(&mu_);
-    if (done_.load(std::memory_order_relaxed)) return;
-    status_ = std::move(status);
-    bytes_ = bytes;
-    done_.store(true, std::memory_order_release);
+    std::shared_ptr<CompletionGroup> group;
+    bool hard = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_.load(std::memory_order_relaxed)) return;
+      hard = !status.ok() && status.code() != absl::StatusCode::kInvalidArgument;
+      status_ = std::move(status);
+      bytes_ = bytes;
+      done_.store(true, std::memory_order_release);
+      group = std::move(group_);
+    }
+    if (group != nullptr) group->Notify(hard);
+  }
+  // See Request::NotifyOnDone.
+  void NotifyOnDone(std::shared_ptr<CompletionGroup> group) {
+    bool hard;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!done_.load(std::memory_order_relaxed)) {
+        group_ = std::move(group);
+        return;
+      }
+      hard = !status_.ok() && status_.code() != absl::StatusCode::kInvalidArgument;
+    }
+    group->Notify(hard);
   }
   bool done() const { return done_.load(std::memory_order_acquire); }
   absl::Status Wait(absl::Duration timeout) {
@@ -49,6 +70,7 @@ class RequestState {
   std::atomic<bool> done_{false};
   absl::Status status_;
   size_t bytes_ = 0;
+  std::shared_ptr<CompletionGroup> group_;
 };
 
 // The Request handle given to callers.
@@ -59,6 +81,10 @@ class StateRequest : public Request {
   absl::Status Wait(absl::Duration timeout) override { return state_->Wait(timeout); }
   absl::Status status() const override { return state_->status(); }
   size_t bytes() const override { return state_->bytes(); }
+  bool NotifyOnDone(std::shared_ptr<CompletionGroup> group) override {
+    state_->NotifyOnDone(std::move(group));
+    return true;
+  }
 
  private:
   std::shared_ptr<RequestState> state_;

@@ -26,12 +26,16 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace mixnet::transport {
+
+class CompletionGroup;
 
 // A posted send or receive.
 class Request {
@@ -46,6 +50,13 @@ class Request {
   virtual absl::Status status() const = 0;
   // Bytes transferred (for a receive: the size of the matched message).
   virtual size_t bytes() const = 0;
+  // Has `group` notified once when this request completes (at once when it
+  // already has). At most one group per request. Returns false when the
+  // implementation cannot notify; the caller then waits request by request.
+  virtual bool NotifyOnDone(std::shared_ptr<CompletionGroup> group) {
+    (void)group;
+    return false;
+  }
 };
 
 // A bidirectional, reliable, tag-matched channel between two endpoints.
@@ -124,6 +135,15 @@ class Device {
   // Opaque blob that a peer passes as ConnectOptions::remote_address.
   virtual std::string address() const = 0;
   virtual absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) = 0;
+  // Restricts the device's progress (or completion-poller) thread to `cpu`.
+  virtual absl::Status PinProgressThread(int cpu) {
+    (void)cpu;
+    return absl::UnimplementedError(absl::StrCat(name(), " has no progress thread to pin"));
+  }
+  // The CPUs that thread may run on.
+  virtual absl::StatusOr<std::vector<int>> ProgressThreadCpus() {
+    return absl::UnimplementedError(absl::StrCat(name(), " has no progress thread"));
+  }
 };
 
 // Creates a device of the given kind ("tcp", "verbs", or "local": the

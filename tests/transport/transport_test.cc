@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/transport/completion_group.h"
 #include "runtime/transport/tcp/socket_util.h"
 #include "runtime/transport/tcp/tcp_connection.h"
 
@@ -246,6 +247,58 @@ TEST_P(TransportTest, ManyOutstandingRequests) {
   for (int i = 0; i < kN; ++i) reqs.push_back(*ca_->Isend(src[i].data(), src[i].size(), 3));
   for (auto& r : reqs) ASSERT_TRUE(r->Wait(absl::Seconds(30)).ok());
   EXPECT_EQ(src, dst);
+}
+
+// A CompletionGroup counts each request once, whether it completes after
+// registering (on the progress thread) or had completed before; its waiter
+// wakes when all are done, and at once when one fails hard.
+TEST_P(TransportTest, CompletionGroupCountsEveryRequestOnce) {
+  constexpr int kN = 16;
+  std::vector<std::vector<uint8_t>> src, dst;
+  for (int i = 0; i < kN; ++i) {
+    src.push_back(Pattern(i * 70001 + 3, i + 7));  // eager and rendezvous sizes
+    dst.emplace_back(src.back().size());
+  }
+  std::vector<std::unique_ptr<Request>> reqs;
+  // The first message is complete before anything registers.
+  reqs.push_back(*cb_->Irecv(dst[0].data(), dst[0].size(), 5));
+  reqs.push_back(*ca_->Isend(src[0].data(), src[0].size(), 5));
+  ASSERT_TRUE(reqs[0]->Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(reqs[1]->Wait(absl::Seconds(30)).ok());
+  auto group = std::make_shared<CompletionGroup>();
+  ASSERT_TRUE(reqs[0]->NotifyOnDone(group));
+  ASSERT_TRUE(reqs[1]->NotifyOnDone(group));
+  EXPECT_EQ(group->done(), 2u);
+  for (int i = 1; i < kN; ++i) {
+    reqs.push_back(*cb_->Irecv(dst[i].data(), dst[i].size(), 5));
+    ASSERT_TRUE(reqs.back()->NotifyOnDone(group));
+  }
+  EXPECT_FALSE(group->Wait(reqs.size() + kN - 1, absl::Milliseconds(50)));
+  for (int i = 1; i < kN; ++i) {
+    reqs.push_back(*ca_->Isend(src[i].data(), src[i].size(), 5));
+    ASSERT_TRUE(reqs.back()->NotifyOnDone(group));
+  }
+  ASSERT_TRUE(group->Wait(reqs.size(), absl::Seconds(30)));
+  for (auto& r : reqs) EXPECT_TRUE(r->Done());
+  EXPECT_EQ(group->done(), reqs.size());
+  EXPECT_EQ(src, dst);
+
+  // A receive that fails hard (the peer closed) wakes the waiter before the
+  // others are done.
+  std::unique_ptr<Connection> other_a, other_b;
+  ConnectPair(a_.get(), b_.get(), 2, &other_a, &other_b);
+  std::vector<uint8_t> a(10), b(10);
+  auto hard = std::make_shared<CompletionGroup>();
+  auto pending = *other_b->Irecv(a.data(), a.size(), 6);  // nothing will come
+  auto failing = *ca_->Irecv(b.data(), b.size(), 6);
+  ASSERT_TRUE(pending->NotifyOnDone(hard));
+  ASSERT_TRUE(failing->NotifyOnDone(hard));
+  cb_.reset();  // fails `failing` at the peer
+  EXPECT_TRUE(hard->Wait(2, absl::Seconds(10)));
+  EXPECT_TRUE(failing->Done());
+  EXPECT_EQ(failing->status().code(), absl::StatusCode::kUnavailable) << failing->status();
+  EXPECT_FALSE(pending->Done());
+  EXPECT_EQ(hard->done(), 1u);
 }
 
 // A peer process that dies without closing: the survivor's pending receive

@@ -161,7 +161,14 @@ TcpConnection::~TcpConnection() {
   });
   Fail(absl::CancelledError(absl::StrCat("connection to ", peer_name_, " closed locally")),
        /*report=*/false);
-  for (auto& s : sockets_) close(s->fd);
+  // Bytes left unread (typically the peer's own CLOSE) would make close()
+  // send a reset instead of an orderly end of stream; read them first.
+  static thread_local std::unique_ptr<char[]> sink(new char[kScratchBytes]);
+  for (auto& s : sockets_) {
+    while (recv(s->fd, sink.get(), kScratchBytes, MSG_DONTWAIT) > 0) {
+    }
+    close(s->fd);
+  }
 }
 
 absl::Status TcpConnection::health() const {
@@ -400,6 +407,19 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == EINTR) continue;
+      if (errno == ECONNRESET) {
+        // After the peer's CLOSE (it then closed with bytes of ours unread)
+        // or during our own close, a reset is still an orderly shutdown.
+        bool closing;
+        {
+          absl::MutexLock lock(&c->mu_);
+          closing = c->closing_;
+        }
+        if (closed_by_peer || closing) {
+          c->OnPeerShutdown(this);
+          return;
+        }
+      }
       c->Fail(ErrnoStatus(absl::StrCat("lost connection to ", c->SocketName(this)), "recv"), true);
       return;
     }
