@@ -10,9 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/cpu_affinity.h"
 #include "runtime/common/log.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
+#include "runtime/transport/completion_group.h"
 #include "runtime/transport/tcp/socket_util.h"
 
 namespace mixnet::collectives {
@@ -23,10 +25,16 @@ std::string RankKey(int rank) { return absl::StrCat("mixnet/rank/", rank); }
 // Where an intra-host (abstract Unix socket, cross-memory) connection can
 // reach: one kernel boot and one network namespace. Ranks that a spec puts on
 // one host but that run elsewhere fall back to the NIC path.
-std::string LocalScope() {
-  std::string scope;
+// Ranks with the same boot id share a kernel, hence CPUs.
+std::string MachineId() {
+  std::string id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::getline(boot, scope);
+  std::getline(boot, id);
+  return id;
+}
+
+std::string LocalScope() {
+  std::string scope = MachineId();
   char ns[128] = {};
   ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
   if (n > 0) absl::StrAppend(&scope, "/", std::string(ns, static_cast<size_t>(n)));
@@ -98,6 +106,7 @@ absl::StatusOr<CommunicatorOptions> CommunicatorOptions::FromSettings(int rank, 
   o.store = store;
   o.transport = s.transport;
   o.intra_host = s.intra_host;
+  o.progress_cpus = s.progress_cpus;
   o.timeout = absl::Milliseconds(s.timeout_ms);
   o.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
   o.device_options = transport::DeviceOptionsFromSettings();
@@ -230,6 +239,8 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   me["transport"] = o.transport;
   for (const auto& [nic, dev] : nic_device_) me["nics"][nic] = dev->address();
   const std::string local_scope = LocalScope();
+  const std::string machine = MachineId();
+  me["machine"] = machine;
   if (local_device_ != nullptr) {
     me["local"] = local_device_->address();
     me["local_scope"] = local_scope;
@@ -267,12 +278,18 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     if (info[r].value("local_scope", "") == local_scope) {
       local_addresses_[r] = info[r].value("local", "");
     }
+    if (r != rank_ && !machine.empty() && info[r].value("machine", "") == machine) {
+      ++local_ranks_;
+      if (r < rank_) ++local_rank_;
+    }
     if (info[r].contains("nics") && info[r]["nics"].is_object()) {
       for (const auto& [nic, addr] : info[r]["nics"].items()) {
         if (addr.is_string()) nic_addresses_[r][nic] = addr.get<std::string>();
       }
     }
   }
+
+  RETURN_IF_ERROR(PlaceProgressThreads(o.progress_cpus));
 
   // Which pairs follow the topology: different hosts of one region (or
   // regionless), both with EPS and OCS NICs.
@@ -408,9 +425,64 @@ void Communicator::OnDirectFailure(const absl::Status& status) {
   links_dirty_.store(true);
 }
 
+std::vector<transport::Device*> Communicator::DevicesInPlacementOrder() const {
+  std::vector<transport::Device*> order;
+  if (local_device_ != nullptr) order.push_back(local_device_);
+  for (const auto& d : devices_) {
+    if (d.get() != local_device_) order.push_back(d.get());
+  }
+  return order;
+}
+
+absl::Status Communicator::PlaceProgressThreads(const std::string& policy) {
+  if (policy == "none") return absl::OkStatus();
+  std::vector<int> cpus;
+  if (policy == "auto") {
+    absl::StatusOr<std::vector<int>> allowed = AllowedCpus();
+    if (!allowed.ok() || allowed->empty()) {
+      log::Warn("rank {}: progress threads stay unpinned: {}", rank_,
+                allowed.ok() ? "no allowed CPUs" : allowed.status().ToString());
+      return absl::OkStatus();
+    }
+    cpus = *std::move(allowed);
+  } else {
+    absl::StatusOr<std::vector<int>> listed = ParseCpuList(policy);
+    if (!listed.ok() || listed->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank_, ": progress CPUs '", policy, "' must be auto, none or a CPU list",
+          listed.ok() ? "" : absl::StrCat(": ", listed.status().message())));
+    }
+    cpus = *std::move(listed);
+  }
+  const std::vector<transport::Device*> order = DevicesInPlacementOrder();
+  const size_t n = cpus.size();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int cpu = cpus[(static_cast<size_t>(local_rank_) + k * local_ranks_) % n];
+    absl::Status st = order[k]->PinProgressThread(cpu);
+    if (st.ok() || st.code() == absl::StatusCode::kUnimplemented) continue;
+    // A CPU the user named must exist; "auto" only picks allowed ones.
+    if (policy != "auto") return Annotate(st, absl::StrCat("rank ", rank_));
+    log::Warn("rank {}: {}", rank_, st.ToString());
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, std::vector<int>>> Communicator::ProgressThreadCpus() const {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  for (transport::Device* d : DevicesInPlacementOrder()) {
+    absl::StatusOr<std::vector<int>> cpus = d->ProgressThreadCpus();
+    out.emplace_back(d->name(), cpus.ok() ? *cpus : std::vector<int>{});
+  }
+  return out;
+}
+
 absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Request>>& requests,
                                    const std::vector<int>& owner, const char* what) {
   const absl::Time deadline = absl::Now() + timeout_;
+  // One wake-up for the whole set where the transport supports it.
+  auto group = std::make_shared<transport::CompletionGroup>();
+  bool grouped = true;
+  for (auto& r : requests) grouped = grouped && r->NotifyOnDone(group);
   absl::Status first;
   for (size_t i = 0; i < requests.size(); ++i) {
     transport::Request* r = requests[i].get();
@@ -428,7 +500,17 @@ absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Reques
             absl::StrCat(what, " on rank ", rank_, " timed out after ",
                          absl::FormatDuration(timeout_), " waiting for ", names)));
       }
-      (void)r->Wait(std::min(left, absl::Milliseconds(20)));
+      const absl::Duration slice = std::min(left, absl::Milliseconds(20));
+      if (!grouped) {
+        (void)r->Wait(slice);
+      } else if (group->Wait(requests.size(), slice)) {
+        // Everything is done, or something failed hard: find it below.
+        for (size_t j = i; j < requests.size(); ++j) {
+          if (!requests[j]->Done()) continue;
+          absl::Status s = requests[j]->status();
+          if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) return Fail(s);
+        }
+      }
     }
     absl::Status s = r->status();
     if (!s.ok() && first.ok()) first = s;

@@ -59,6 +59,12 @@ struct CommunicatorOptions {
   // offer it) or "nic" (`transport` over the host's NIC).
   std::string intra_host = "local";
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
+  // CPUs for the devices' progress threads: "auto" (the process's allowed
+  // CPUs), a list ("0,2,8-11") or "none" (left to the scheduler). Device k
+  // (the intra-host device first, then NICs) of the i-th of L ranks on this
+  // machine is pinned to entry (i + k*L) mod n, so ranks sharing cores spread
+  // over them and each rank's threads stay together.
+  std::string progress_cpus = "auto";
   absl::Duration timeout = absl::Seconds(30);
   absl::Duration connect_timeout = absl::Seconds(60);
 
@@ -124,6 +130,13 @@ class Communicator : public router::TopologyFollower {
   // talks to a same-host peer over the intra-host transport, else transport.
   std::string intra_host_transport() const { return local_peers_ > 0 ? "local" : transport_; }
   int size() const { return world_size_; }
+  // This rank's index among the ranks on its machine (same kernel boot), and
+  // how many there are.
+  int local_rank() const { return local_rank_; }
+  int local_ranks() const { return local_ranks_; }
+  // Each device's name and the CPUs its progress thread may run on (read
+  // back from the thread), in placement order (see progress_cpus).
+  std::vector<std::pair<std::string, std::vector<int>>> ProgressThreadCpus() const;
   absl::Duration timeout() const { return timeout_; }
   const std::string& host_of(int rank) const { return hosts_[rank]; }
   // The route table the communicator was created with (epoch of creation).
@@ -193,6 +206,10 @@ class Communicator : public router::TopologyFollower {
   absl::Status ConnectDirect(const router::RouteTable& table, uint64_t epoch,
                              const std::set<std::string>& skip, std::vector<DirectLinks>* made,
                              absl::Time deadline);
+  // Pins the devices' progress threads (see CommunicatorOptions::progress_cpus).
+  absl::Status PlaceProgressThreads(const std::string& policy);
+  // Devices in placement order: the intra-host device, then NIC devices.
+  std::vector<transport::Device*> DevicesInPlacementOrder() const;
   // CircuitKeys of the direct paths of `table` to dynamic peers' hosts.
   std::set<std::string> DirectKeys(const router::RouteTable& table) const;
   bool Allowed(const DirectLink& link) const ABSL_SHARED_LOCKS_REQUIRED(topo_mu_);
@@ -213,6 +230,8 @@ class Communicator : public router::TopologyFollower {
   std::vector<std::string> local_addresses_;
   transport::Device* local_device_ = nullptr;
   int local_peers_ = 0;
+  int local_rank_ = 0;
+  int local_ranks_ = 1;
   router::RouteTable routes_;
   std::vector<std::unique_ptr<transport::Device>> devices_;
   std::map<std::string, transport::Device*> nic_device_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/cpu_affinity.h"
 #include "runtime/common/log.h"
 
 namespace mixnet {
@@ -61,6 +62,14 @@ absl::StatusOr<Settings> Settings::FromEnv(
   if (s.intra_host != "local" && s.intra_host != "nic") {
     return absl::InvalidArgumentError(
         absl::StrCat("MIXNET_INTRA_HOST='", s.intra_host, "' must be local or nic"));
+  }
+  if (s.progress_cpus != "auto" && s.progress_cpus != "none") {
+    absl::StatusOr<std::vector<int>> cpus = ParseCpuList(s.progress_cpus);
+    if (!cpus.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MIXNET_PROGRESS_CPUS='", s.progress_cpus,
+                       "' must be auto, none or a CPU list: ", cpus.status().message()));
+    }
   }
   if (s.timeout_ms <= 0 || s.connect_timeout_ms <= 0) {
     return absl::InvalidArgumentError(

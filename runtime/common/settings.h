@@ -36,6 +36,10 @@ namespace mixnet {
   X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                      \
     "path between ranks on one host: local (Unix socket; large messages copied once, straight " \
     "from the sender's memory) or nic (the data-plane transport over the host's NIC)")          \
+  X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                 \
+    "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "  \
+    "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "  \
+    "gets entry (i + k*L) mod n")                                                               \
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/common/status.h"
@@ -32,14 +34,21 @@ TEST(Settings, ParsesValues) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->timeout_ms, 1234);
   EXPECT_EQ(s->socket_ifname, "^docker,lo");
+  for (const char* cpus : {"auto", "none", "0,2-3"}) {
+    auto p = From({{"MIXNET_PROGRESS_CPUS", cpus}});
+    ASSERT_TRUE(p.ok()) << cpus << ": " << p.status();
+    EXPECT_EQ(p->progress_cpus, cpus);
+  }
 }
 
 TEST(Settings, BadValuesNameTheVariable) {
   for (auto [name, value] :
-       std::map<std::string, std::string>{{"MIXNET_TIMEOUT_MS", "soon"},
-                                          {"MIXNET_SOCKETS_PER_PATH", "0"},
-                                          {"MIXNET_CHUNK_BYTES", "12"},
-                                          {"MIXNET_CONNECT_TIMEOUT_MS", "-5"}}) {
+       std::vector<std::pair<std::string, std::string>>{{"MIXNET_TIMEOUT_MS", "soon"},
+                                                        {"MIXNET_SOCKETS_PER_PATH", "0"},
+                                                        {"MIXNET_CHUNK_BYTES", "12"},
+                                                        {"MIXNET_CONNECT_TIMEOUT_MS", "-5"},
+                                                        {"MIXNET_PROGRESS_CPUS", "fast"},
+                                                        {"MIXNET_PROGRESS_CPUS", "3-1"}}) {
     auto s = From({{name, value}});
     ASSERT_FALSE(s.ok()) << name;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);

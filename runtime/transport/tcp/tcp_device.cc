@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "runtime/common/cpu_affinity.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 #include "runtime/transport/tcp/tcp_connection.h"
@@ -156,6 +157,12 @@ void TcpDevice::ModifyFd(int fd, uint32_t events, EpollHandler* handler) {
 }
 
 void TcpDevice::RemoveFd(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
+
+absl::Status TcpDevice::PinProgressThread(int cpu) {
+  return PinThread(thread_, cpu, absl::StrCat("the progress thread of ", name_));
+}
+
+absl::StatusOr<std::vector<int>> TcpDevice::ProgressThreadCpus() { return ThreadCpus(thread_); }
 
 bool TcpDevice::OnProgressThread() const { return std::this_thread::get_id() == thread_id_; }
 

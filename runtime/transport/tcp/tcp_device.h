@@ -55,6 +55,8 @@ class TcpDevice : public Device {
   std::string address() const override { return listen_address_; }
   bool local() const { return local_; }
   absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) override;
+  absl::Status PinProgressThread(int cpu) override;
+  absl::StatusOr<std::vector<int>> ProgressThreadCpus() override;
 
   // For connections: epoll registration (thread-safe) and running `fn` on the
   // progress thread, waiting for it (inline when already there).

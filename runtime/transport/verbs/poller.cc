@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "runtime/common/cpu_affinity.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 #include "runtime/transport/verbs/verbs_connection.h"
@@ -38,6 +40,12 @@ absl::StatusOr<std::shared_ptr<Poller>> Poller::Start(std::shared_ptr<VerbsConte
 }
 
 Poller::~Poller() { Stop(); }
+
+absl::Status Poller::Pin(int cpu) {
+  return PinThread(thread_, cpu, absl::StrCat("the completion poller of ", ctx_->short_name()));
+}
+
+absl::StatusOr<std::vector<int>> Poller::Cpus() { return ThreadCpus(thread_); }
 
 void Poller::Wake() {
   uint64_t one = 1;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,10 @@ class Poller {
   static absl::StatusOr<std::shared_ptr<Poller>> Start(std::shared_ptr<VerbsContext> ctx,
                                                        std::string thread_name);
   ~Poller();
+
+  // Restricts the poller thread to `cpu`; the CPUs it may run on.
+  absl::Status Pin(int cpu);
+  absl::StatusOr<std::vector<int>> Cpus();
 
   // Joins the thread and fails the connections still registered.
   void Stop();

@@ -70,6 +70,8 @@ class VerbsDevice : public Device {
   std::string name() const override { return name_; }
   std::string address() const override { return address_.Encode(); }
   absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) override;
+  absl::Status PinProgressThread(int cpu) override { return poller_->Pin(cpu); }
+  absl::StatusOr<std::vector<int>> ProgressThreadCpus() override { return poller_->Cpus(); }
 
  private:
   const DeviceOptions options_;
