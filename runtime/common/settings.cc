@@ -63,6 +63,9 @@ absl::StatusOr<Settings> Settings::FromEnv(
     return absl::InvalidArgumentError(
         absl::StrCat("MIXNET_INTRA_HOST='", s.intra_host, "' must be local or nic"));
   }
+  if (s.progress_spin_us < 0 || s.progress_spin_us > 1000000) {
+    return absl::InvalidArgumentError("MIXNET_PROGRESS_SPIN_US must be in [0, 1000000]");
+  }
   if (s.progress_cpus != "auto" && s.progress_cpus != "none") {
     absl::StatusOr<std::vector<int>> cpus = ParseCpuList(s.progress_cpus);
     if (!cpus.ok()) {

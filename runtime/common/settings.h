@@ -40,6 +40,9 @@ namespace mixnet {
     "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "  \
     "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "  \
     "gets entry (i + k*L) mod n")                                                               \
+  X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                 \
+    "TCP/local progress threads poll (yielding the CPU) this long after their last event "      \
+    "before sleeping in epoll_wait; 0: always sleep")                                           \
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \

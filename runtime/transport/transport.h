@@ -108,6 +108,12 @@ struct DeviceOptions {
   // TCP: messages up to this size go eagerly (buffered by the receiver when
   // no receive is posted); larger ones wait for the receiver (rendezvous).
   size_t eager_bytes = 64 << 10;
+  // TCP/local: after handling events the progress thread keeps polling (with
+  // sched_yield between polls) this long before it sleeps in epoll_wait. A
+  // sleeping thread costs a wake-up on the next message (an IPI, and a VM exit
+  // where the CPU is virtual); polling through the gaps inside a collective
+  // avoids it. Zero: always sleep.
+  absl::Duration progress_spin = absl::ZeroDuration();
   // Local (intra-host) transport: receivers copy large messages straight out
   // of the sender's memory (process_vm_readv). Off: they stream over the
   // Unix socket (two copies). Refused reads fall back to streaming anyway.

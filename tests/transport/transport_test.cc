@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -435,6 +437,56 @@ TEST(LocalTransport, RejectsANetworkAddress) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
   EXPECT_NE(c.status().message().find("rank 1"), std::string::npos) << c.status();
+}
+
+// CPU time (ns) of this process's threads named `name`, from schedstat.
+int64_t ThreadsCpuNs(const std::string& name) {
+  int64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string n;
+    std::getline(comm, n);
+    if (n != name) continue;
+    std::ifstream stat(task.path() / "schedstat");
+    int64_t ns = 0;
+    if (stat >> ns) total += ns;
+  }
+  return total;
+}
+
+// After traffic the progress thread polls for DeviceOptions::progress_spin,
+// then sleeps in epoll_wait: it must not keep burning a CPU while idle.
+TEST(ProgressSpin, PollsAfterTrafficThenSleeps) {
+  for (absl::Duration spin : {absl::Milliseconds(200), absl::ZeroDuration()}) {
+    DeviceOptions o;
+    o.progress_spin = spin;
+    auto a = CreateDevice("local", o);
+    auto b = CreateDevice("local", o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    absl::StatusOr<std::unique_ptr<Connection>> cb;
+    std::thread t([&] { cb = (*b)->Connect({(*a)->address(), 5, false, "a", absl::Seconds(10)}); });
+    auto ca = (*a)->Connect({(*b)->address(), 5, true, "b", absl::Seconds(10)});
+    t.join();
+    ASSERT_TRUE(ca.ok() && cb.ok());
+    uint64_t x = 42, y = 0;
+    auto r = (*cb)->Irecv(&y, sizeof(y), 1);
+    auto s = (*ca)->Isend(&x, sizeof(x), 1);
+    ASSERT_TRUE((*r)->Wait(absl::Seconds(10)).ok());
+    ASSERT_TRUE((*s)->Wait(absl::Seconds(10)).ok());
+    const int64_t t0 = ThreadsCpuNs("mx-local");
+    absl::SleepFor(absl::Milliseconds(50));
+    const int64_t t1 = ThreadsCpuNs("mx-local");
+    if (spin > absl::ZeroDuration()) {
+      EXPECT_GT(t1 - t0, 2'000'000) << "no polling right after traffic";
+    }
+    absl::SleepFor(spin + absl::Milliseconds(100));
+    const int64_t t2 = ThreadsCpuNs("mx-local");
+    absl::SleepFor(absl::Milliseconds(300));
+    const int64_t t3 = ThreadsCpuNs("mx-local");
+    EXPECT_LT(t3 - t2, 5'000'000) << "still polling " << absl::FormatDuration(spin)
+                                  << " after the last event";
+    EXPECT_EQ(y, 42u);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // TCP device: listener, handshakes and the epoll progress thread (see tcp_device.h).
 #include "runtime/transport/tcp/tcp_device.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -188,8 +189,17 @@ void TcpDevice::ProgressLoop() {
   SetThreadName(local_ ? std::string("mx-local") : absl::StrCat("mx-tcp-", options_.ifname));
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
+  const absl::Duration spin = options_.progress_spin;
+  absl::Time last_event = absl::InfinitePast();
   while (!stop_.load(std::memory_order_relaxed)) {
-    int n = epoll_wait(epoll_fd_, events, kMaxEvents, 1000);
+    // Poll while events came recently (see DeviceOptions::progress_spin).
+    const bool polling = spin > absl::ZeroDuration() && absl::Now() - last_event < spin;
+    int n = epoll_wait(epoll_fd_, events, kMaxEvents, polling ? 0 : 1000);
+    if (n == 0 && polling) {
+      sched_yield();
+      continue;
+    }
+    if (n > 0 && spin > absl::ZeroDuration()) last_event = absl::Now();
     if (n < 0) {
       if (errno == EINTR) continue;
       log::Error("{}: epoll_wait failed: {}", name_, std::strerror(errno));

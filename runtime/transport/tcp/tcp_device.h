@@ -1,6 +1,9 @@
 // TCP transport device: one local NIC, its listening socket, and the epoll
 // progress thread ("mx-tcp-<nic>") that runs every socket of every connection
 // made through this device. Connections must be destroyed before their device.
+// After handling events the thread polls epoll (yielding between polls) for
+// DeviceOptions::progress_spin before it sleeps again, so the messages of one
+// collective do not each pay a wake-up.
 //
 // The same class is the intra-host "local" transport (CreateLocal, progress
 // thread "mx-local"): it listens on an abstract Unix socket instead of a NIC,
