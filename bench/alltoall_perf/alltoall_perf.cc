@@ -52,6 +52,7 @@ struct Options {
   std::string result_file;
   bool peers = false;
   bool check = true;
+  int rounds = 1;
 };
 
 // One rank: connect, then for each size check once, warm up and time.
@@ -131,9 +132,9 @@ std::vector<std::string> RankArgs(const Options& o, int rank, int world, const s
   return a;
 }
 
-// Launches the ranks (locally or in emulated hosts), collects rank 0's
-// results, runs the peers, prints everything.
-int Launch(Options& o) {
+// Launches the ranks (locally or in emulated hosts) and collects rank 0's
+// results into `ours`. Returns the exit status.
+int RunOurs(Options& o, std::vector<Result>* ours) {
   char tmpl[] = "/tmp/mixnet-perf-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     std::cerr << "mixnet_alltoall_perf: mkdtemp failed: " << std::strerror(errno) << "\n";
@@ -188,18 +189,32 @@ int Launch(Options& o) {
     }
   }
   fabric.reset();
-  std::vector<Result> ours;
   if (rc == 0) {
     std::ifstream in(result_file);
     std::string line;
     while (std::getline(in, line))
-      ours.push_back(peers::ResultFromJson(nlohmann::json::parse(line)));
+      ours->push_back(peers::ResultFromJson(nlohmann::json::parse(line)));
   }
   std::filesystem::remove_all(dir);
-  if (rc != 0) return rc;
+  return rc;
+}
+
+// Runs ours and then the peers, `o.rounds` times, and prints each
+// contender's median per size (the machine's speed drifts between runs, so
+// alternating and taking medians compares like with like).
+int Launch(Options& o) {
+  std::vector<std::vector<Result>> our_rounds;
+  std::map<std::string, std::vector<std::vector<Result>>> peer_rounds;
+  for (int round = 0; round < o.rounds; ++round) {
+    std::vector<Result> ours;
+    if (int rc = RunOurs(o, &ours); rc != 0) return rc;
+    our_rounds.push_back(std::move(ours));
+    if (!o.peers) continue;
+    for (auto& [name, results] : RunPeers(o.common)) peer_rounds[name].push_back(results);
+  }
   std::map<std::string, std::vector<Result>> peer_results;
-  if (o.peers) peer_results = RunPeers(o.common);
-  PrintReport(ours, peer_results, o.common.json);
+  for (const auto& [name, rounds] : peer_rounds) peer_results[name] = MedianPerSize(rounds);
+  PrintReport(MedianPerSize(our_rounds), peer_results, o.common.json, o.rounds);
   return 0;
 }
 
@@ -214,6 +229,10 @@ int main(int argc, char** argv) {
   app.add_option("--transport", o.transport, "Data-plane transport: tcp or verbs")
       ->capture_default_str();
   app.add_flag("--peers", o.peers, "Also run Gloo and Open MPI over TCP and print ratios");
+  app.add_option("--rounds", o.rounds,
+                 "Run ours then the peers this many times; report each one's median per size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_flag("!--no-check", o.check, "Skip the per-size correctness check");
   app.add_option("--fabric", o.fabric,
                  "Cluster spec: bring up the emulated cluster (root) and run one rank per host");

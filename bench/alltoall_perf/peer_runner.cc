@@ -1,6 +1,7 @@
 // Peer runs and the comparison report (see peer_runner.h).
 #include "bench/alltoall_perf/peer_runner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -88,8 +89,28 @@ std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOpti
   return out;
 }
 
+std::vector<peers::Result> MedianPerSize(const std::vector<std::vector<peers::Result>>& rounds) {
+  std::vector<size_t> sizes;
+  std::map<size_t, std::vector<peers::Result>> by_size;
+  for (const auto& round : rounds) {
+    for (const peers::Result& r : round) {
+      if (by_size.count(r.bytes_per_peer) == 0) sizes.push_back(r.bytes_per_peer);
+      by_size[r.bytes_per_peer].push_back(r);
+    }
+  }
+  std::vector<peers::Result> out;
+  for (size_t bytes : sizes) {
+    std::vector<peers::Result>& v = by_size[bytes];
+    std::sort(v.begin(), v.end(),
+              [](const peers::Result& a, const peers::Result& b) { return a.time_us < b.time_us; });
+    out.push_back(v[(v.size() - 1) / 2]);
+  }
+  return out;
+}
+
 void PrintReport(const std::vector<peers::Result>& ours,
-                 const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json) {
+                 const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json,
+                 int rounds) {
   bool local = false;
   for (const peers::Result& r : ours) local |= r.intra_host == "local";
   if (!json && local) {
@@ -103,6 +124,10 @@ void PrintReport(const std::vector<peers::Result>& ours,
         "shared-memory path (vader, CMA), shown for reference\n",
         kMpiShm);
   }
+  if (!json && rounds > 1) {
+    std::printf("# every figure: the median of %d rounds (ours, then the peers, alternating)\n",
+                rounds);
+  }
   if (!json) {
     std::printf("# %14s %6s %10s %6s %12s %12s %12s", "bytes/peer", "ranks", "transport", "iters",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)");
@@ -114,6 +139,7 @@ void PrintReport(const std::vector<peers::Result>& ours,
   for (const peers::Result& r : ours) {
     double best = 0;
     nlohmann::ordered_json j = peers::ResultToJson(r);
+    if (rounds > 1) j["rounds"] = rounds;
     for (const auto& [name, v] : peer_results) {
       const peers::Result* p = Find(v, r.bytes_per_peer);
       double bw = p != nullptr ? p->busbw_gbps : 0;

@@ -17,9 +17,16 @@ namespace mixnet::bench {
 // fails is reported on stderr and left out.
 std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& common);
 
+// Per size, the result with the median time over `rounds` (each one run's
+// results, one per size); sizes in first-seen order. Even counts take the
+// lower middle, so the result is one that was measured.
+std::vector<peers::Result> MedianPerSize(const std::vector<std::vector<peers::Result>>& rounds);
+
 // Table (or JSON lines) of our results; with peers, their busbw and our ratio
-// to the best TCP peer at each size (and to mpi_shm, when it ran).
+// to the best TCP peer at each size (and to mpi_shm, when it ran). `rounds`:
+// how many runs each figure is the median of (JSON key "rounds").
 void PrintReport(const std::vector<peers::Result>& ours,
-                 const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json);
+                 const std::map<std::string, std::vector<peers::Result>>& peer_results, bool json,
+                 int rounds = 1);
 
 }  // namespace mixnet::bench
