@@ -63,6 +63,10 @@ absl::StatusOr<Settings> Settings::FromEnv(
     return absl::InvalidArgumentError(
         absl::StrCat("MIXNET_INTRA_HOST='", s.intra_host, "' must be local or nic"));
   }
+  if (s.eager_bytes < 0 || s.local_eager_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "MIXNET_EAGER_BYTES and MIXNET_LOCAL_EAGER_BYTES must be >= 0");
+  }
   if (s.progress_spin_us < 0 || s.progress_spin_us > 1000000) {
     return absl::InvalidArgumentError("MIXNET_PROGRESS_SPIN_US must be in [0, 1000000]");
   }

@@ -33,6 +33,9 @@ namespace mixnet {
     "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                    \
   X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                       \
     "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")         \
+  X(int64_t, local_eager_bytes, "MIXNET_LOCAL_EAGER_BYTES", 16 << 10,                          \
+    "intra-host transport: messages up to this size travel in the socket; larger ones are "     \
+    "copied once, straight from the sender's memory")                                          \
   X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                      \
     "path between ranks on one host: local (Unix socket; large messages copied once, straight " \
     "from the sender's memory) or nic (the data-plane transport over the host's NIC)")          \

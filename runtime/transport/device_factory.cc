@@ -41,6 +41,7 @@ DeviceOptions DeviceOptionsFromSettings() {
   o.chunk_bytes = static_cast<size_t>(s.chunk_bytes);
   o.socket_buffer_bytes = static_cast<size_t>(s.socket_buffer_bytes);
   o.eager_bytes = static_cast<size_t>(s.eager_bytes);
+  o.local_eager_bytes = static_cast<size_t>(s.local_eager_bytes);
   o.progress_spin = absl::Microseconds(s.progress_spin_us);
   o.ib_device = s.ib_device;
   o.ib_port = static_cast<int>(s.ib_port);

@@ -108,6 +108,9 @@ struct DeviceOptions {
   // TCP: messages up to this size go eagerly (buffered by the receiver when
   // no receive is posted); larger ones wait for the receiver (rendezvous).
   size_t eager_bytes = 64 << 10;
+  // The same for the local (intra-host) transport, where a larger message is
+  // pulled straight from the sender's memory (one copy, no socket payload).
+  size_t local_eager_bytes = 16 << 10;
   // TCP/local: after handling events the progress thread keeps polling (with
   // sched_yield between polls) this long before it sleeps in epoll_wait. A
   // sleeping thread costs a wake-up on the next message (an IPI, and a VM exit

@@ -374,11 +374,13 @@ TEST(TransportFactory, UnknownInterfaceNamesIt) {
 // sender's memory (counted per connection), and streams them over the socket
 // when pulls are off; small ones always go inline. Both deliver every byte.
 TEST(LocalTransport, PullsLargeMessagesAndStreamsWhenPullsAreOff) {
-  for (bool pull : {true, false}) {
-    SCOPED_TRACE(pull ? "pull" : "stream");
+  for (auto [pull, eager] : std::vector<std::pair<bool, size_t>>{
+           {true, 64 << 10}, {false, 64 << 10}, {true, DeviceOptions{}.local_eager_bytes}}) {
+    SCOPED_TRACE(absl::StrCat(pull ? "pull" : "stream", ", eager up to ", eager));
     DeviceOptions o;
     o.local_pull = pull;
-    o.eager_bytes = 64 << 10;
+    o.local_eager_bytes = eager;
+    o.eager_bytes = 1;  // the TCP threshold: not the local transport's
     auto a = CreateDevice("local", o);
     auto b = CreateDevice("local", o);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
@@ -388,7 +390,10 @@ TEST(LocalTransport, PullsLargeMessagesAndStreamsWhenPullsAreOff) {
     auto ra = (*a)->Connect({(*b)->address(), 5, true, "b", absl::Seconds(10)});
     t.join();
     ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
-    const std::vector<size_t> sizes = {0, 1000, 64 << 10, (64 << 10) + 1, 3 << 20};
+    const std::vector<size_t> sizes = {0,        1000,           16 << 10, (16 << 10) + 1,
+                                       64 << 10, (64 << 10) + 1, 3 << 20};
+    size_t large = 0;
+    for (size_t n : sizes) large += n > eager ? 1 : 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
       std::vector<uint8_t> src = Pattern(sizes[i], static_cast<uint32_t>(i + 1));
       std::vector<uint8_t> dst(sizes[i] + 8, 0xAB);
@@ -403,7 +408,7 @@ TEST(LocalTransport, PullsLargeMessagesAndStreamsWhenPullsAreOff) {
     }
     auto* conn = dynamic_cast<tcp::TcpConnection*>(rb->get());
     ASSERT_NE(conn, nullptr);
-    EXPECT_EQ(conn->pulled_messages(), pull ? 2u : 0u);
+    EXPECT_EQ(conn->pulled_messages(), pull ? large : 0u);
   }
 }
 

@@ -113,7 +113,8 @@ TcpConnection::TcpConnection(TcpDevice* device, std::string peer_name)
     : device_(device),
       peer_name_(std::move(peer_name)),
       chunk_bytes_(std::max<size_t>(device->options().chunk_bytes, 4096)),
-      eager_bytes_(device->options().eager_bytes) {}
+      eager_bytes_(device->local() ? device->options().local_eager_bytes
+                                   : device->options().eager_bytes) {}
 
 TcpConnection::~TcpConnection() {
   // Orderly close: queue CLOSE behind whatever is still queued, give it a
