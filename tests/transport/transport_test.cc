@@ -237,6 +237,25 @@ TEST_P(TransportTest, OrderlyCloseFailsPendingReceiveWithUnavailable) {
   EXPECT_NE(st.message().find("endpoint"), std::string::npos) << st;
 }
 
+// A connection torn down while it still has sends in flight (its
+// communicator aborted) tells the peer so: the peer's requests fail with
+// Unavailable marked peer-alive, not as if this process had died.
+TEST_P(TransportTest, AbortingPeerIsReportedAliveNotDead) {
+  if (GetParam().transport == "verbs") GTEST_SKIP() << "verbs connections have no ABORT frame";
+  std::vector<uint8_t> big = Pattern(4 << 20, 3), small(16);
+  auto unmatched = ca_->Isend(big.data(), big.size(), 9);  // no receive: stays in flight
+  ASSERT_TRUE(unmatched.ok()) << unmatched.status();
+  auto pending = cb_->Irecv(small.data(), small.size(), 10);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  absl::SleepFor(absl::Milliseconds(50));  // the announcement reaches b
+  ca_.reset();
+  absl::Status st = (*pending)->Wait(absl::Seconds(10));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_TRUE(PeerWasAlive(st)) << st;
+  EXPECT_NE(st.message().find("aborted"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("endpoint a"), std::string::npos) << st;
+}
+
 TEST_P(TransportTest, ManyOutstandingRequests) {
   constexpr int kN = 64;
   std::vector<std::vector<uint8_t>> src, dst;

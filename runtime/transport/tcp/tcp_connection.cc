@@ -67,6 +67,9 @@ class TcpConnection::Socket : public EpollHandler {
   bool registered = false;
   std::deque<OutFrame> outq;
   bool write_armed = false;
+  // Part of a frame is on the wire (nothing else may be written before its
+  // remainder).
+  bool mid_frame = false;
   // Progress thread only.
   FrameHeader rhdr{};
   size_t rhdr_got = 0;
@@ -162,6 +165,20 @@ TcpConnection::~TcpConnection() {
   });
   Fail(absl::CancelledError(absl::StrCat("connection to ", peer_name_, " closed locally")),
        /*report=*/false);
+  // An abrupt close on purpose: say so, where the stream is at a frame
+  // boundary, so the peer does not take it for this process dying.
+  if (!healthy) {
+    bool mid;
+    for (auto& s : sockets_) {
+      {
+        absl::MutexLock lock(&mu_);
+        mid = s->mid_frame;
+      }
+      if (mid) continue;
+      const FrameHeader abort{kFrameAbort, kFrameMagic, 0, 0, 0};
+      (void)!send(s->fd, &abort, sizeof(abort), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
   // Bytes left unread (typically the peer's own CLOSE) would make close()
   // send a reset instead of an orderly end of stream; read them first.
   static thread_local std::unique_ptr<char[]> sink(new char[kScratchBytes]);
@@ -552,6 +569,14 @@ void TcpConnection::OnFrame(Socket* s, const FrameHeader& h) {
           s->rdst = m->discard ? nullptr : m->dst + h.a;
           break;
         }
+        case kFrameAbort: {
+          error = absl::UnavailableError(
+              absl::StrCat("lost connection to ", SocketName(s),
+                           ": the peer aborted (its communicator failed, likely because of "
+                           "another peer)"));
+          error.SetPayload(kPeerAlivePayload, absl::Cord("1"));
+          break;
+        }
         case kFrameClose: {
           peer_closed_ = true;
           s->closed_by_peer = true;
@@ -612,6 +637,7 @@ void TcpConnection::Advance(Socket* s, size_t n, Completions* done) {
     s->outq.pop_front();
     if (is_close) shutdown(s->fd, SHUT_WR);
   }
+  s->mid_frame = !s->outq.empty() && s->outq.front().sent > 0;
 }
 
 void TcpConnection::Kick(Socket* s) {

@@ -18,6 +18,11 @@
 //                     address of message `seq` in the sender's memory.
 //   FIN   (socket 0): receiver -> sender: message `seq` was pulled; the send
 //                     is complete.
+//   ABORT (each)    : the sender is closing abruptly on purpose (its
+//                     communicator failed because of another peer); the
+//                     receiver fails the connection as "aborted, alive" so
+//                     the root cause elsewhere is reported, not this peer.
+//                     Written only at a frame boundary, best effort.
 // Sequence numbers count the sender's messages; matching is FIFO per tag in
 // sequence order because announcements all travel on socket 0.
 //
@@ -63,6 +68,7 @@ enum FrameType : uint32_t {
   kFrameClose = 5,
   kFramePull = 6,
   kFrameFin = 7,
+  kFrameAbort = 8,
 };
 
 class TcpConnection : public Connection {
