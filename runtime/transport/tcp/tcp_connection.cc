@@ -180,10 +180,11 @@ TcpConnection::~TcpConnection() {
     }
   }
   // Bytes left unread (typically the peer's own CLOSE) would make close()
-  // send a reset instead of an orderly end of stream; read them first.
+  // send a reset instead of an orderly end of stream; read them first (a
+  // bounded amount: a peer still streaming a large message gets its reset).
   static thread_local std::unique_ptr<char[]> sink(new char[kScratchBytes]);
   for (auto& s : sockets_) {
-    while (recv(s->fd, sink.get(), kScratchBytes, MSG_DONTWAIT) > 0) {
+    for (int i = 0; i < 16 && recv(s->fd, sink.get(), kScratchBytes, MSG_DONTWAIT) > 0; ++i) {
     }
     close(s->fd);
   }
