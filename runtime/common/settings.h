@@ -33,9 +33,9 @@ namespace mixnet {
     "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                    \
   X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                       \
     "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")         \
-  X(int64_t, local_eager_bytes, "MIXNET_LOCAL_EAGER_BYTES", 16 << 10,                          \
+  X(int64_t, local_eager_bytes, "MIXNET_LOCAL_EAGER_BYTES", 16 << 10,                           \
     "intra-host transport: messages up to this size travel in the socket; larger ones are "     \
-    "copied once, straight from the sender's memory")                                          \
+    "copied once, straight from the sender's memory")                                           \
   X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                      \
     "path between ranks on one host: local (Unix socket; large messages copied once, straight " \
     "from the sender's memory) or nic (the data-plane transport over the host's NIC)")          \
@@ -43,7 +43,7 @@ namespace mixnet {
     "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "  \
     "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "  \
     "gets entry (i + k*L) mod n")                                                               \
-  X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                 \
+  X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                  \
     "TCP/local progress threads poll (yielding the CPU) this long after their last event "      \
     "before sleeping in epoll_wait; 0: always sleep")                                           \
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \

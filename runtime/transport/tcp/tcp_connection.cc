@@ -59,6 +59,13 @@ class TcpConnection::Socket : public EpollHandler {
  public:
   Socket(TcpConnection* conn, int fd, int index) : conn_(conn), fd(fd), index(index) {}
   void OnEvents(uint32_t events) override;
+  // The stream may end here without a failure: the peer said CLOSE on this
+  // socket, or we are closing the connection ourselves.
+  bool OrderlyEnd() const {
+    if (closed_by_peer) return true;
+    absl::MutexLock lock(&conn_->mu_);
+    return conn_->closing_;
+  }
 
   TcpConnection* const conn_;
   const int fd;
@@ -409,12 +416,7 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
         continue;
       }
       if (n == 0) {
-        bool closing;
-        {
-          absl::MutexLock lock(&c->mu_);
-          closing = c->closing_;
-        }
-        if (closed_by_peer || closing) {
+        if (OrderlyEnd()) {
           c->OnPeerShutdown(this);
           return;
         }
@@ -426,18 +428,11 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == EINTR) continue;
-      if (errno == ECONNRESET) {
-        // After the peer's CLOSE (it then closed with bytes of ours unread)
-        // or during our own close, a reset is still an orderly shutdown.
-        bool closing;
-        {
-          absl::MutexLock lock(&c->mu_);
-          closing = c->closing_;
-        }
-        if (closed_by_peer || closing) {
-          c->OnPeerShutdown(this);
-          return;
-        }
+      // After the peer's CLOSE (it then closed with bytes of ours unread) or
+      // during our own close, a reset is still an orderly shutdown.
+      if (errno == ECONNRESET && OrderlyEnd()) {
+        c->OnPeerShutdown(this);
+        return;
       }
       c->Fail(ErrnoStatus(absl::StrCat("lost connection to ", c->SocketName(this)), "recv"), true);
       return;
