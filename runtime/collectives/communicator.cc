@@ -22,10 +22,7 @@ namespace {
 
 std::string RankKey(int rank) { return absl::StrCat("mixnet/rank/", rank); }
 
-// Where an intra-host (abstract Unix socket, cross-memory) connection can
-// reach: one kernel boot and one network namespace. Ranks that a spec puts on
-// one host but that run elsewhere fall back to the NIC path.
-// Ranks with the same boot id share a kernel, hence CPUs.
+// The kernel's boot id: ranks with the same one share a kernel, hence CPUs.
 std::string MachineId() {
   std::string id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
@@ -33,8 +30,11 @@ std::string MachineId() {
   return id;
 }
 
-std::string LocalScope() {
-  std::string scope = MachineId();
+// Where an intra-host (abstract Unix socket, cross-memory) connection can
+// reach: one kernel boot (`machine`) and one network namespace. Ranks that a
+// spec puts on one host but that run elsewhere fall back to the NIC path.
+std::string LocalScope(const std::string& machine) {
+  std::string scope = machine;
   char ns[128] = {};
   ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
   if (n > 0) absl::StrAppend(&scope, "/", std::string(ns, static_cast<size_t>(n)));
@@ -238,8 +238,8 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   me["world_size"] = world_size_;
   me["transport"] = o.transport;
   for (const auto& [nic, dev] : nic_device_) me["nics"][nic] = dev->address();
-  const std::string local_scope = LocalScope();
   const std::string machine = MachineId();
+  const std::string local_scope = LocalScope(machine);
   me["machine"] = machine;
   if (local_device_ != nullptr) {
     me["local"] = local_device_->address();
