@@ -90,6 +90,11 @@ class TcpConnection::Socket : public EpollHandler {
 
 namespace {
 constexpr size_t kScratchBytes = 64 << 10;
+// Reads that may hold frame headers go through a buffer this large: big
+// enough for a run of control frames and small messages, small enough that
+// the bytes of a large payload copied out of it are few (a chunk's payload
+// is then received in place).
+constexpr size_t kReadBufferBytes = 4 << 10;
 constexpr int kMaxIov = 64;
 
 absl::Status TooSmall(size_t total, const std::string& peer, uint64_t tag, size_t capacity) {
@@ -396,63 +401,99 @@ void TcpConnection::CompleteIncoming(Incoming* m) {
   incoming_.erase(m->seq);
 }
 
+// Reads in bulk: one recv fills a buffer with as many frames as have
+// arrived (a PULL and its RTS, a run of small eager messages), which are then
+// parsed from memory; only large payloads are received straight into their
+// destination. A read that returns less than it asked for means the socket is
+// drained, so the loop stops without a recv that would say EAGAIN (epoll is
+// level-triggered: later bytes raise a new event). Syscalls are what a small
+// message costs, more so in a VM.
 void TcpConnection::Socket::OnEvents(uint32_t events) {
   TcpConnection* c = conn_;
   if (events & EPOLLOUT) c->OnWritable(this);
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-  static thread_local std::unique_ptr<char[]> scratch(new char[kScratchBytes]);
+  // Everything read into it is consumed before this returns (the thread runs
+  // one handler at a time), so one buffer per thread serves every socket.
+  static thread_local std::unique_ptr<char[]> buffer(new char[kReadBufferBytes]);
+  char* const buf = buffer.get();
+  size_t have = 0;  // bytes in buf from `pos`
+  size_t pos = 0;
+  bool drained = false;  // the last recv came back short
   while (true) {
     {
       absl::MutexLock lock(&c->mu_);
       if (!c->failed_.ok() || !registered) return;
     }
-    if (!in_payload) {
-      ssize_t n = recv(fd, reinterpret_cast<char*>(&rhdr) + rhdr_got, sizeof(rhdr) - rhdr_got, 0);
-      if (n > 0) {
-        rhdr_got += static_cast<size_t>(n);
-        if (rhdr_got < sizeof(rhdr)) continue;
-        rhdr_got = 0;
-        c->OnFrame(this, rhdr);
-        continue;
-      }
-      if (n == 0) {
-        if (OrderlyEnd()) {
-          c->OnPeerShutdown(this);
-          return;
+    if (have > 0) {
+      if (!in_payload) {
+        size_t take = std::min(have, sizeof(rhdr) - rhdr_got);
+        std::memcpy(reinterpret_cast<char*>(&rhdr) + rhdr_got, buf + pos, take);
+        pos += take;
+        have -= take;
+        rhdr_got += take;
+        if (rhdr_got == sizeof(rhdr)) {
+          rhdr_got = 0;
+          c->OnFrame(this, rhdr);
         }
-        c->Fail(absl::UnavailableError(absl::StrCat(
-                    "lost connection to ", c->SocketName(this),
-                    ": recv returned EOF without an orderly close (peer process died?)")),
-                true);
-        return;
+      } else {
+        size_t take = std::min(have, rleft);
+        if (rdst != nullptr) {
+          std::memcpy(rdst, buf + pos, take);
+          rdst += take;
+        }
+        pos += take;
+        have -= take;
+        rleft -= take;
+        if (rleft == 0) c->OnPayloadDone(this);
       }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (errno == EINTR) continue;
-      // After the peer's CLOSE (it then closed with bytes of ours unread) or
-      // during our own close, a reset is still an orderly shutdown.
-      if (errno == ECONNRESET && OrderlyEnd()) {
+      continue;
+    }
+    if (drained) return;
+    // A large payload goes straight to its destination; anything else is
+    // read into the buffer, with whatever frames follow it.
+    const bool direct = in_payload && rdst != nullptr && rleft >= kReadBufferBytes;
+    char* dst = direct ? rdst : buf;
+    const size_t want = direct ? rleft : kReadBufferBytes;
+    ssize_t n = recv(fd, dst, want, 0);
+    if (n > 0) {
+      drained = static_cast<size_t>(n) < want;
+      if (direct) {
+        rdst += n;
+        rleft -= static_cast<size_t>(n);
+        if (rleft == 0) c->OnPayloadDone(this);
+      } else {
+        pos = 0;
+        have = static_cast<size_t>(n);
+      }
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 && !in_payload) {
+      if (OrderlyEnd()) {
         c->OnPeerShutdown(this);
         return;
       }
-      c->Fail(ErrnoStatus(absl::StrCat("lost connection to ", c->SocketName(this)), "recv"), true);
-      return;
-    }
-    char* dst = rdst != nullptr ? rdst : scratch.get();
-    size_t want = rdst != nullptr ? rleft : std::min(rleft, kScratchBytes);
-    ssize_t n = recv(fd, dst, want, 0);
-    if (n <= 0) {
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      if (n < 0 && errno == EINTR) continue;
-      c->Fail(n == 0
-                  ? absl::UnavailableError(absl::StrCat("lost connection to ", c->SocketName(this),
-                                                        ": EOF in the middle of a message"))
-                  : ErrnoStatus(absl::StrCat("lost connection to ", c->SocketName(this)), "recv"),
+      c->Fail(absl::UnavailableError(absl::StrCat(
+                  "lost connection to ", c->SocketName(this),
+                  ": recv returned EOF without an orderly close (peer process died?)")),
               true);
       return;
     }
-    rleft -= static_cast<size_t>(n);
-    if (rdst != nullptr) rdst += n;
-    if (rleft == 0) c->OnPayloadDone(this);
+    if (n == 0) {
+      c->Fail(absl::UnavailableError(absl::StrCat("lost connection to ", c->SocketName(this),
+                                                  ": EOF in the middle of a message")),
+              true);
+      return;
+    }
+    // After the peer's CLOSE (it then closed with bytes of ours unread) or
+    // during our own close, a reset is still an orderly shutdown.
+    if (errno == ECONNRESET && !in_payload && OrderlyEnd()) {
+      c->OnPeerShutdown(this);
+      return;
+    }
+    c->Fail(ErrnoStatus(absl::StrCat("lost connection to ", c->SocketName(this)), "recv"), true);
+    return;
   }
 }
 

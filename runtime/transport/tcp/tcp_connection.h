@@ -5,7 +5,9 @@
 // straight into the receive buffer in chunks striped across all sockets.
 // Isend/Irecv run on caller threads; reads run on the device's progress
 // thread, writes on whichever thread queued the frame when the socket is idle
-// (else on the progress thread, once the socket drains).
+// (else on the progress thread, once the socket drains). Reads are batched:
+// one recv takes every frame that has arrived, up to 4 KiB, and large
+// payloads are received in place.
 //
 // Wire format: 32-byte frames {type, magic, seq, a, b}.
 //   EAGER (socket 0): a = tag, b = bytes; the payload follows inline.
