@@ -65,7 +65,7 @@ std::vector<size_t> SplitAcrossPaths(size_t bytes, const std::vector<double>& gb
 }
 
 absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& a) {
-  RETURN_IF_ERROR(comm.health());
+  RETURN_IF_ERROR(comm.CheckUsable());
   const int n = comm.size();
   const int me = comm.rank();
   RETURN_IF_ERROR(CheckSide("send", a.send, a.send_bytes, a.send_counts, a.send_displs, n));

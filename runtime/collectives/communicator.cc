@@ -382,12 +382,19 @@ absl::Status Communicator::health() const {
   return failure_;
 }
 
+absl::Status Communicator::CheckUsable() {
+  if (!failed_.load()) return absl::OkStatus();
+  return Fail(health());
+}
+
 absl::Status Communicator::Fail(absl::Status status) {
   auto secondary = [this] {
     if (!failed_.load()) return true;
     return transport::PeerWasAlive(health());
   };
-  if (status.code() == absl::StatusCode::kUnavailable && secondary()) {
+  // Waited once already: the root cause is what surfaced by then.
+  if (status.code() == absl::StatusCode::kUnavailable && !grace_given_.exchange(true) &&
+      secondary()) {
     // A peer that closed mid-collective (in an orderly way, or abruptly while
     // alive) usually aborted because a third rank died: give that root cause
     // a moment to surface and report it instead.

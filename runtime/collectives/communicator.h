@@ -179,6 +179,10 @@ class Communicator : public router::TopologyFollower {
 
   // The first data-plane failure seen (a lost peer), or the abort reason.
   absl::Status health() const;
+  // For the start of a collective: OK while healthy; else the failure to
+  // report, through Fail (a failure seen between calls may be a peer that
+  // aborted, which gives way to the root cause like one seen inside a call).
+  absl::Status CheckUsable();
   // Records `status` (first one wins) and closes every connection, so no
   // transport touches user buffers after the failing call returns.
   void Abort(const absl::Status& status);
@@ -243,6 +247,8 @@ class Communicator : public router::TopologyFollower {
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> failed_{false};
+  // Fail has waited for a root cause once (see Fail).
+  std::atomic<bool> grace_given_{false};
 
   // Topology state (Prepare/Commit/Abort against OfferDirect/BeginTransfer).
   absl::Mutex commit_mu_;  // one Commit at a time

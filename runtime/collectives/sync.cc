@@ -9,7 +9,7 @@
 namespace mixnet::collectives {
 
 absl::Status Barrier(Communicator& comm) {
-  RETURN_IF_ERROR(comm.health());
+  RETURN_IF_ERROR(comm.CheckUsable());
   const int n = comm.size();
   const int me = comm.rank();
   const uint64_t tag = comm.NextCollectiveTag();
@@ -28,7 +28,7 @@ absl::Status Barrier(Communicator& comm) {
 }
 
 absl::Status Allgather(Communicator& comm, const void* send, void* recv, size_t bytes) {
-  RETURN_IF_ERROR(comm.health());
+  RETURN_IF_ERROR(comm.CheckUsable());
   if (bytes > 0 && (send == nullptr || recv == nullptr)) {
     return absl::InvalidArgumentError(
         absl::StrCat("allgather: null buffer with ", bytes, " bytes per rank"));

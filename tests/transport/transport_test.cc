@@ -256,6 +256,32 @@ TEST_P(TransportTest, AbortingPeerIsReportedAliveNotDead) {
   EXPECT_NE(st.message().find("endpoint a"), std::string::npos) << st;
 }
 
+// Sending to a peer that has just aborted fails as that abort (peer alive),
+// not as a broken pipe: what the peer said last is read before a failed
+// write is reported.
+TEST_P(TransportTest, SendAfterPeerAbortReportsTheAbort) {
+  if (GetParam().transport == "verbs") GTEST_SKIP() << "verbs connections have no ABORT frame";
+  std::vector<uint8_t> big = Pattern(4 << 20, 3), msg = Pattern(1000, 4);
+  auto unmatched = ca_->Isend(big.data(), big.size(), 9);  // makes a's close an abort
+  ASSERT_TRUE(unmatched.ok()) << unmatched.status();
+  absl::SleepFor(absl::Milliseconds(50));
+  ca_.reset();
+  for (int i = 0; i < 20; ++i) {
+    auto s = cb_->Isend(msg.data(), msg.size(), 11);
+    absl::Status st = s.ok() ? (*s)->Wait(absl::Seconds(10)) : s.status();
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+      EXPECT_TRUE(PeerWasAlive(st)) << st;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));  // TCP: the write went out; the reset follows
+  }
+  absl::Status health = cb_->health();
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable) << health;
+  EXPECT_TRUE(PeerWasAlive(health)) << health;
+  EXPECT_NE(health.message().find("aborted"), std::string::npos) << health;
+}
+
 TEST_P(TransportTest, ManyOutstandingRequests) {
   constexpr int kN = 64;
   std::vector<std::vector<uint8_t>> src, dst;

@@ -59,6 +59,8 @@ class TcpConnection::Socket : public EpollHandler {
  public:
   Socket(TcpConnection* conn, int fd, int index) : conn_(conn), fd(fd), index(index) {}
   void OnEvents(uint32_t events) override;
+  // Reads and handles every frame that has arrived (progress thread).
+  void ReadFrames();
   // The stream may end here without a failure: the peer said CLOSE on this
   // socket, or we are closing the connection ourselves.
   bool OrderlyEnd() const {
@@ -404,14 +406,19 @@ void TcpConnection::CompleteIncoming(Incoming* m) {
 // Reads in bulk: one recv fills a buffer with as many frames as have
 // arrived (a PULL and its RTS, a run of small eager messages), which are then
 // parsed from memory; only large payloads are received straight into their
-// destination. A read that returns less than it asked for means the socket is
-// drained, so the loop stops without a recv that would say EAGAIN (epoll is
-// level-triggered: later bytes raise a new event). Syscalls are what a small
+// destination. A buffered read that returns less than it asked for means the
+// socket is drained, so the loop stops without a recv that would say EAGAIN
+// (epoll is level-triggered: later bytes raise a new event). Syscalls are what a small
 // message costs, more so in a VM.
 void TcpConnection::Socket::OnEvents(uint32_t events) {
+  // Reads first: when the peer has gone, what it said last (ABORT, CLOSE)
+  // names the cause better than the failed write would.
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ReadFrames();
+  if (events & EPOLLOUT) conn_->OnWritable(this);
+}
+
+void TcpConnection::Socket::ReadFrames() {
   TcpConnection* c = conn_;
-  if (events & EPOLLOUT) c->OnWritable(this);
-  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
   // Everything read into it is consumed before this returns (the thread runs
   // one handler at a time), so one buffer per thread serves every socket.
   static thread_local std::unique_ptr<char[]> buffer(new char[kReadBufferBytes]);
@@ -456,7 +463,9 @@ void TcpConnection::Socket::OnEvents(uint32_t events) {
     const size_t want = direct ? rleft : kReadBufferBytes;
     ssize_t n = recv(fd, dst, want, 0);
     if (n > 0) {
-      drained = static_cast<size_t>(n) < want;
+      // (A payload streaming in place reads on until EAGAIN: more of it is
+      // usually there by the next call.)
+      drained = !direct && static_cast<size_t>(n) < want;
       if (direct) {
         rdst += n;
         rleft -= static_cast<size_t>(n);
@@ -719,12 +728,17 @@ void TcpConnection::OnWritable(Socket* s) {
   ssize_t n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    const int err = errno;
+    // The peer is gone: an ABORT or CLOSE it sent before going is the
+    // better report (it fails or closes the connection first, and the
+    // failure below is then dropped).
+    s->ReadFrames();
     bool quiet;
     {
       absl::MutexLock lock(&mu_);
       quiet = peer_closed_ || closing_;
     }
-    Fail(ErrnoStatus(absl::StrCat("lost connection to ", SocketName(s)), "sendmsg"), !quiet);
+    Fail(ErrnoStatus(absl::StrCat("lost connection to ", SocketName(s)), "sendmsg", err), !quiet);
     return;
   }
   Completions done;
