@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -146,6 +147,13 @@ Result MeasuredResult(std::size_t bytes_per_peer, int ranks, const std::string& 
   for (double s : iter_max_seconds) sum += s;
   double mean = iter_max_seconds.empty() ? 0 : sum / static_cast<double>(iter_max_seconds.size());
   r.time_us = mean * 1e6;
+  if (!iter_max_seconds.empty()) {
+    std::vector<double> sorted = iter_max_seconds;
+    std::sort(sorted.begin(), sorted.end());
+    r.time_min_us = sorted.front() * 1e6;
+    r.time_p50_us = sorted[(sorted.size() - 1) / 2] * 1e6;
+    r.time_max_us = sorted.back() * 1e6;
+  }
   double bytes = static_cast<double>(ranks) * static_cast<double>(bytes_per_peer);
   r.algbw_gbps = mean > 0 ? bytes / mean / 1e9 : 0;
   r.busbw_gbps = ranks > 0 ? r.algbw_gbps * (ranks - 1) / ranks : 0;
@@ -171,6 +179,9 @@ nlohmann::ordered_json ResultToJson(const Result& r) {
   j["transport"] = r.transport;
   if (!r.intra_host.empty()) j["intra_host"] = r.intra_host;
   j["time_us"] = r.time_us;
+  j["time_min_us"] = r.time_min_us;
+  j["time_p50_us"] = r.time_p50_us;
+  j["time_max_us"] = r.time_max_us;
   j["algbw_GBps"] = r.algbw_gbps;
   j["busbw_GBps"] = r.busbw_gbps;
   j["iters"] = r.iters;
@@ -185,6 +196,9 @@ Result ResultFromJson(const nlohmann::json& j) {
   r.transport = j.value("transport", "");
   r.intra_host = j.value("intra_host", "");
   r.time_us = j.value("time_us", 0.0);
+  r.time_min_us = j.value("time_min_us", 0.0);
+  r.time_p50_us = j.value("time_p50_us", 0.0);
+  r.time_max_us = j.value("time_max_us", 0.0);
   r.algbw_gbps = j.value("algbw_GBps", 0.0);
   r.busbw_gbps = j.value("busbw_GBps", 0.0);
   r.iters = j.value("iters", 0);

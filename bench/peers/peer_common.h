@@ -80,6 +80,11 @@ struct Result {
   int iters = 0;
   int warmup = 0;
   double time_us = 0;  // Per iteration: max over ranks, mean over iterations.
+  // The spread of those per-iteration times (a mean pulled up by a few
+  // stalls shows as a max far above the median).
+  double time_min_us = 0;
+  double time_p50_us = 0;  // the lower median, a time that was measured
+  double time_max_us = 0;
   double algbw_gbps = 0;
   double busbw_gbps = 0;
 };

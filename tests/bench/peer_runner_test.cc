@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace mixnet::bench {
 namespace {
@@ -19,6 +20,28 @@ peers::Result R(size_t bytes, double time_us, double busbw = 0) {
   r.time_us = time_us;
   r.busbw_gbps = busbw;
   return r;
+}
+
+TEST(MeasuredResult, MeanAndSpreadOfTheIterations) {
+  // Four iterations, one stalled: the mean moves, the median does not.
+  peers::Result r = peers::MeasuredResult(1 << 20, 4, "tcp", 5, {0.001, 0.003, 0.002, 0.010});
+  EXPECT_EQ(r.iters, 4);
+  EXPECT_DOUBLE_EQ(r.time_us, 4000);
+  EXPECT_DOUBLE_EQ(r.time_min_us, 1000);
+  EXPECT_DOUBLE_EQ(r.time_p50_us, 2000);
+  EXPECT_DOUBLE_EQ(r.time_max_us, 10000);
+  // nccl-tests formulas on the mean: 4 MiB per rank in 4 ms.
+  EXPECT_NEAR(r.algbw_gbps, 4.0 * (1 << 20) / 0.004 / 1e9, 1e-9);
+  EXPECT_NEAR(r.busbw_gbps, r.algbw_gbps * 3 / 4, 1e-9);
+  // The spread survives the JSON round trip the peers' results take.
+  peers::Result back = peers::ResultFromJson(nlohmann::json::parse(peers::ResultToJson(r).dump()));
+  EXPECT_DOUBLE_EQ(back.time_p50_us, 2000);
+  EXPECT_DOUBLE_EQ(back.time_max_us, 10000);
+  EXPECT_DOUBLE_EQ(back.time_min_us, 1000);
+
+  peers::Result none = peers::MeasuredResult(8, 2, "tcp", 0, {});
+  EXPECT_EQ(none.iters, 0);
+  EXPECT_EQ(none.time_p50_us, 0);
 }
 
 TEST(MedianPerSize, TakesTheMiddleRunPerSizeInFirstSeenOrder) {
