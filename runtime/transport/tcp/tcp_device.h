@@ -3,7 +3,8 @@
 // made through this device. Connections must be destroyed before their device.
 // After handling events the thread polls epoll (yielding between polls) for
 // DeviceOptions::progress_spin before it sleeps again, so the messages of one
-// collective do not each pay a wake-up.
+// collective do not each pay a wake-up. When a yield shows that another busy
+// thread shares the CPU, polling stops for a while (see ProgressLoop).
 //
 // The same class is the intra-host "local" transport (CreateLocal, progress
 // thread "mx-local"): it listens on an abstract Unix socket instead of a NIC,
@@ -70,6 +71,8 @@ class TcpDevice : public Device {
   bool OnProgressThread() const;
 
   const DeviceOptions& options() const { return options_; }
+  // Times the progress thread stopped polling because its CPU was busy.
+  uint64_t polling_backoffs() const { return polling_backoffs_.load(); }
 
  private:
   class Listener;
@@ -95,6 +98,7 @@ class TcpDevice : public Device {
   std::thread thread_;
   std::thread::id thread_id_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> polling_backoffs_{0};
 
   absl::Mutex mu_;
   std::vector<std::function<void()>> commands_ ABSL_GUARDED_BY(mu_);
