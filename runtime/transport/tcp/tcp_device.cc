@@ -213,10 +213,10 @@ void TcpDevice::ProgressLoop() {
     if (n == 0 && polling) {
       sched_yield();
       // A yield that gave the CPU away for a whole time slice means another
-      // busy thread (not a polite poller) shares it. Polling then only makes
-      // the scheduler count this thread as busy too, and its wake-ups wait
-      // behind the other's slices (milliseconds); sleeping on events is
-      // faster. Poll again after a while.
+      // busy thread (not a polite poller) shares it. An event then waits,
+      // this thread being runnable, for the other's slice to end
+      // (milliseconds), where a sleeping thread would be woken and run at
+      // once: sleep on events for a while, then poll again.
       if (absl::Now() - now > kContendedYield) {
         no_polling_until = absl::Now() + kPollingBackoff;
         polling_backoffs_.fetch_add(1, std::memory_order_relaxed);
