@@ -382,7 +382,7 @@ absl::Status AlltoallvDynamic(Communicator& comm, const AlltoallvArgs& a, uint64
     while (first_pending < ops.size() && ops[first_pending].done) ++first_pending;
     if (first_pending == ops.size()) break;
     if (progressed) continue;
-    if (!comm.health().ok()) return comm.Fail(comm.health());
+    RETURN_IF_ERROR(comm.CheckUsable());
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       std::set<int> waiting;

@@ -494,7 +494,7 @@ absl::Status Communicator::WaitAll(std::vector<std::unique_ptr<transport::Reques
   for (size_t i = 0; i < requests.size(); ++i) {
     transport::Request* r = requests[i].get();
     while (!r->Done()) {
-      if (failed_.load()) return Fail(health());
+      RETURN_IF_ERROR(CheckUsable());
       absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) {
         std::set<int> pending;

@@ -115,7 +115,8 @@ struct DeviceOptions {
   // sched_yield between polls) this long before it sleeps in epoll_wait. A
   // sleeping thread costs a wake-up on the next message (an IPI, and a VM exit
   // where the CPU is virtual); polling through the gaps inside a collective
-  // avoids it. Zero: always sleep.
+  // avoids it. A thread that finds its CPU held by another busy thread stops
+  // polling for a while (see TcpDevice::ProgressLoop). Zero: always sleep.
   absl::Duration progress_spin = absl::ZeroDuration();
   // Local (intra-host) transport: receivers copy large messages straight out
   // of the sender's memory (process_vm_readv). Off: they stream over the

@@ -217,8 +217,9 @@ void TcpDevice::ProgressLoop() {
       // this thread being runnable, for the other's slice to end
       // (milliseconds), where a sleeping thread would be woken and run at
       // once: sleep on events for a while, then poll again.
-      if (absl::Now() - now > kContendedYield) {
-        no_polling_until = absl::Now() + kPollingBackoff;
+      const absl::Time after = absl::Now();
+      if (after - now > kContendedYield) {
+        no_polling_until = after + kPollingBackoff;
         polling_backoffs_.fetch_add(1, std::memory_order_relaxed);
         log::Debug("{}: CPU busy with another thread; polling off for {}", name_,
                    absl::FormatDuration(kPollingBackoff));
