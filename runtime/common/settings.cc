@@ -78,6 +78,9 @@ absl::StatusOr<Settings> Settings::FromEnv(
                        "' must be auto, none or a CPU list: ", cpus.status().message()));
     }
   }
+  if (s.lock_checks != 0 && s.lock_checks != 1) {
+    return absl::InvalidArgumentError("MIXNET_LOCK_CHECKS must be 0 or 1");
+  }
   if (s.timeout_ms <= 0 || s.connect_timeout_ms <= 0) {
     return absl::InvalidArgumentError(
         "MIXNET_TIMEOUT_MS and MIXNET_CONNECT_TIMEOUT_MS must be > 0");

@@ -15,56 +15,59 @@
 namespace mixnet {
 
 // X(type, field, ENV_NAME, default, description)
-#define MIXNET_SETTINGS_TABLE(X)                                                                \
-  X(std::string, log_level, "MIXNET_LOG_LEVEL", "info",                                         \
-    "spdlog level: trace, debug, info, warn, error, off")                                       \
-  X(std::string, transport, "MIXNET_TRANSPORT", "tcp", "data-plane transport: tcp or verbs")    \
-  X(std::string, socket_ifname, "MIXNET_SOCKET_IFNAME", "",                                     \
-    "comma list of interfaces for TCP (like NCCL_SOCKET_IFNAME): prefix match, ^ excludes, "    \
-    "= exact; empty picks the spec's NICs or lo")                                               \
-  X(int64_t, timeout_ms, "MIXNET_TIMEOUT_MS", 30000,                                            \
-    "deadline of every data-plane wait; a peer silent this long is declared lost")              \
-  X(int64_t, connect_timeout_ms, "MIXNET_CONNECT_TIMEOUT_MS", 60000,                            \
-    "deadline for rendezvous and connection set-up")                                            \
-  X(int64_t, sockets_per_path, "MIXNET_SOCKETS_PER_PATH", 2,                                    \
-    "TCP sockets per path; chunks are striped across them")                                     \
-  X(int64_t, chunk_bytes, "MIXNET_CHUNK_BYTES", 256 << 10, "striping unit across sockets")      \
-  X(int64_t, socket_buffer_bytes, "MIXNET_SOCKET_BUFFER_BYTES", 4 << 20,                        \
-    "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                    \
-  X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                       \
-    "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")         \
-  X(int64_t, local_eager_bytes, "MIXNET_LOCAL_EAGER_BYTES", 16 << 10,                           \
-    "intra-host transport: messages up to this size travel in the socket; larger ones are "     \
-    "copied once, straight from the sender's memory")                                           \
-  X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                      \
-    "path between ranks on one host: local (Unix socket; large messages copied once, straight " \
-    "from the sender's memory) or nic (the data-plane transport over the host's NIC)")          \
-  X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                 \
-    "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "  \
-    "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "  \
-    "gets entry (i + k*L) mod n")                                                               \
-  X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                  \
-    "TCP/local progress threads poll (yielding the CPU) this long after their last event "      \
-    "before sleeping in epoll_wait; 0: always sleep")                                           \
-  X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first") \
-  X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                 \
-  X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                  \
-  X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")      \
-  X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")       \
-  X(int64_t, nccl_max_recvs, "MIXNET_NCCL_MAX_RECVS", 8,                                        \
-    "NCCL plugin: largest n of a grouped irecv reported to NCCL (1..8)")                        \
-  X(int64_t, nccl_speed_mbps, "MIXNET_NCCL_SPEED_MBPS", 0,                                      \
-    "NCCL plugin: NIC speed reported to NCCL in Mbit/s; 0 reads sysfs (100000 if unknown)")     \
-  X(int64_t, nccl_max_requests, "MIXNET_NCCL_MAX_REQUESTS", 256,                                \
-    "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")    \
-  X(int64_t, nccl_report_ms, "MIXNET_NCCL_REPORT_MS", 1000,                                     \
-    "NCCL plugin with a controller: period of its traffic reports (bytes per peer host); 0: "   \
-    "none")                                                                                     \
-  X(int64_t, path_stall_ms, "MIXNET_PATH_STALL_MS", 1000,                                       \
-    "a direct (OCS) path whose data or keepalives go unanswered this long is dropped; its "     \
-    "bytes are re-sent over EPS")                                                               \
-  X(std::string, controller, "MIXNET_CONTROLLER", "",                                           \
-    "controller address (host:port or unix:/path) the worker agent registers with; empty: none")
+#define MIXNET_SETTINGS_TABLE(X)                                                                 \
+  X(std::string, log_level, "MIXNET_LOG_LEVEL", "info",                                          \
+    "spdlog level: trace, debug, info, warn, error, off")                                        \
+  X(std::string, transport, "MIXNET_TRANSPORT", "tcp", "data-plane transport: tcp or verbs")     \
+  X(std::string, socket_ifname, "MIXNET_SOCKET_IFNAME", "",                                      \
+    "comma list of interfaces for TCP (like NCCL_SOCKET_IFNAME): prefix match, ^ excludes, "     \
+    "= exact; empty picks the spec's NICs or lo")                                                \
+  X(int64_t, timeout_ms, "MIXNET_TIMEOUT_MS", 30000,                                             \
+    "deadline of every data-plane wait; a peer silent this long is declared lost")               \
+  X(int64_t, connect_timeout_ms, "MIXNET_CONNECT_TIMEOUT_MS", 60000,                             \
+    "deadline for rendezvous and connection set-up")                                             \
+  X(int64_t, sockets_per_path, "MIXNET_SOCKETS_PER_PATH", 2,                                     \
+    "TCP sockets per path; chunks are striped across them")                                      \
+  X(int64_t, chunk_bytes, "MIXNET_CHUNK_BYTES", 256 << 10, "striping unit across sockets")       \
+  X(int64_t, socket_buffer_bytes, "MIXNET_SOCKET_BUFFER_BYTES", 4 << 20,                         \
+    "SO_SNDBUF/SO_RCVBUF of data sockets (0 keeps the kernel's autotuning)")                     \
+  X(int64_t, eager_bytes, "MIXNET_EAGER_BYTES", 64 << 10,                                        \
+    "TCP messages up to this size are sent eagerly; larger ones wait for the receiver")          \
+  X(int64_t, local_eager_bytes, "MIXNET_LOCAL_EAGER_BYTES", 16 << 10,                            \
+    "intra-host transport: messages up to this size travel in the socket; larger ones are "      \
+    "copied once, straight from the sender's memory")                                            \
+  X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                       \
+    "path between ranks on one host: local (Unix socket; large messages copied once, straight "  \
+    "from the sender's memory) or nic (the data-plane transport over the host's NIC)")           \
+  X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                  \
+    "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "   \
+    "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "   \
+    "gets entry (i + k*L) mod n")                                                                \
+  X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                   \
+    "TCP/local progress threads poll (yielding the CPU) this long after their last event "       \
+    "before sleeping in epoll_wait; 0: always sleep")                                            \
+  X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first")  \
+  X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                  \
+  X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                   \
+  X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")       \
+  X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")        \
+  X(int64_t, nccl_max_recvs, "MIXNET_NCCL_MAX_RECVS", 8,                                         \
+    "NCCL plugin: largest n of a grouped irecv reported to NCCL (1..8)")                         \
+  X(int64_t, nccl_speed_mbps, "MIXNET_NCCL_SPEED_MBPS", 0,                                       \
+    "NCCL plugin: NIC speed reported to NCCL in Mbit/s; 0 reads sysfs (100000 if unknown)")      \
+  X(int64_t, nccl_max_requests, "MIXNET_NCCL_MAX_REQUESTS", 256,                                 \
+    "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")     \
+  X(int64_t, nccl_report_ms, "MIXNET_NCCL_REPORT_MS", 1000,                                      \
+    "NCCL plugin with a controller: period of its traffic reports (bytes per peer host); 0: "    \
+    "none")                                                                                      \
+  X(int64_t, path_stall_ms, "MIXNET_PATH_STALL_MS", 1000,                                        \
+    "a direct (OCS) path whose data or keepalives go unanswered this long is dropped; its "      \
+    "bytes are re-sent over EPS")                                                                \
+  X(std::string, controller, "MIXNET_CONTROLLER", "",                                            \
+    "controller address (host:port or unix:/path) the worker agent registers with; empty: none") \
+  X(int64_t, lock_checks, "MIXNET_LOCK_CHECKS", 0,                                               \
+    "1: abseil's lock-order (deadlock) checks on every Mutex, as Debian's abseil build has "     \
+    "them; 0: off from the first transport device on (abseil's release behaviour)")
 
 struct Settings {
 #define MIXNET_SETTINGS_FIELD_(type, field, env, def, doc) type field = def;

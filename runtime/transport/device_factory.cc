@@ -1,5 +1,6 @@
 // CreateDevice: the one place that maps a transport name to an implementation.
 #include "absl/strings/str_cat.h"
+#include "runtime/common/lock_checks.h"
 #include "runtime/common/settings.h"
 #include "runtime/transport/tcp/tcp_device.h"
 #include "runtime/transport/transport.h"
@@ -11,6 +12,7 @@ namespace mixnet::transport {
 
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      const DeviceOptions& options) {
+  ApplyLockChecks();
   if (kind == "tcp") {
     absl::StatusOr<std::unique_ptr<tcp::TcpDevice>> d = tcp::TcpDevice::Create(options);
     if (!d.ok()) return d.status();

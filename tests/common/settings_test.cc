@@ -48,7 +48,8 @@ TEST(Settings, BadValuesNameTheVariable) {
                                                         {"MIXNET_CHUNK_BYTES", "12"},
                                                         {"MIXNET_CONNECT_TIMEOUT_MS", "-5"},
                                                         {"MIXNET_PROGRESS_CPUS", "fast"},
-                                                        {"MIXNET_PROGRESS_CPUS", "3-1"}}) {
+                                                        {"MIXNET_PROGRESS_CPUS", "3-1"},
+                                                        {"MIXNET_LOCK_CHECKS", "2"}}) {
     auto s = From({{name, value}});
     ASSERT_FALSE(s.ok()) << name;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
