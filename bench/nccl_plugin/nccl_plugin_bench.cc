@@ -2,13 +2,15 @@
 // (libnccl-net-mixnet.so loaded with dlopen and driven like NCCL's proxy: a
 // window of isend/irecv polled with test) against the runtime's own transport
 // (Connection::Isend/Irecv polled with Done) for the same sizes, in one run, two
-// processes on loopback (or MIXNET_SOCKET_IFNAME). Each size runs both ways
-// --reps times, interleaved, and keeps each one's best, which damps noise from
-// other work on the machine. Prints a table or, with --json, one object per
-// line. Besides bandwidth it reports the CPU time both processes spend per
-// GB moved (best of the runs), which other load on the machine disturbs much
-// less than wall-clock bandwidth. Threads: the sender is this process's main thread, the receiver a
-// forked child's main thread.
+// processes on loopback (or MIXNET_SOCKET_IFNAME). Each size runs as --reps
+// pairs: the transport and the plugin back to back, the order alternating
+// from pair to pair. The ratio of a pair compares two runs a few milliseconds
+// apart, so the machine's slow and fast phases (minutes long here) cancel; the
+// figure reported is the median of the pairs' ratios, with their range.
+// Bandwidths are medians too. Besides bandwidth it reports the CPU time both
+// processes spend per GB moved (median). Prints a table or, with --json, one
+// object per line. Threads: the sender is this process's main thread, the
+// receiver a forked child's main thread.
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -164,7 +166,7 @@ struct Options {
   std::vector<size_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
   size_t bytes_per_run = 256ull << 20;
   int window = 8;
-  int reps = 3;
+  int reps = 9;
   bool json = false;
   std::string plugin = MIXNET_NCCL_PLUGIN_PATH;
 };
@@ -172,6 +174,15 @@ struct Options {
 int Iters(const Options& o, size_t size) {
   return static_cast<int>(
       std::clamp<size_t>(o.bytes_per_run / std::max<size_t>(size, 1), 20, 20000));
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
 }
 
 // Sets up both endpoints; `sender` tells which side this process is.
@@ -232,18 +243,24 @@ absl::Status Run(const Options& o, bool sender, const Pipe& pipe) {
   const size_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
   std::vector<char> buf(std::max<size_t>(max_size, 1), 'x');
   if (sender && !o.json) {
-    std::printf("%12s %8s %16s %16s %10s %12s %12s %10s\n", "bytes", "iters", "transport GB/s",
-                "plugin GB/s", "plugin/tr", "tr cpu s/GB", "pl cpu s/GB", "cpu pl/tr");
+    std::printf(
+        "# medians of %d pairs (transport and plugin back to back); plugin/tr: median of the\n"
+        "# pairs' ratios, then their range\n",
+        o.reps);
+    std::printf("%12s %8s %16s %16s %10s %15s %12s %12s %10s\n", "bytes", "iters", "transport GB/s",
+                "plugin GB/s", "plugin/tr", "range", "tr cpu s/GB", "pl cpu s/GB", "cpu pl/tr");
   }
   for (size_t size : o.sizes) {
     const int iters = Iters(o, size);
-    double best[2] = {0, 0};       // GB/s; 0: transport, 1: plugin
-    double cpu[2] = {1e30, 1e30};  // CPU seconds of both processes per GB
+    const double gbytes = static_cast<double>(size) * iters / 1e9;
+    // Per pair; index 0: transport, 1: plugin.
+    std::vector<double> rate[2], cpu[2], ratio;
     for (int rep = 0; rep < o.reps; ++rep) {
-      for (int which : {0, 1}) {
+      double pair[2] = {0, 0};
+      for (int k : {0, 1}) {
+        const int which = rep % 2 == 0 ? k : 1 - k;
         Endpoint& ep = which == 1 ? *eps.first : *eps.second;
         char token = 's';
-        const double gbytes = static_cast<double>(size) * iters / 1e9;
         if (sender) {
           RETURN_IF_ERROR(pipe.Read(&token, 1));  // receiver ready
           const absl::Time t0 = absl::Now();
@@ -253,8 +270,9 @@ absl::Status Run(const Options& o, bool sender, const Pipe& pipe) {
           RETURN_IF_ERROR(pipe.Read(&receiver_cpu, sizeof(receiver_cpu)));  // receiver done
           const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
           const double used = CpuSeconds() - c0 + receiver_cpu;
-          best[which] = std::max(best[which], gbytes / secs);
-          if (gbytes > 0) cpu[which] = std::min(cpu[which], used / gbytes);
+          pair[which] = gbytes / secs;
+          rate[which].push_back(pair[which]);
+          if (gbytes > 0) cpu[which].push_back(used / gbytes);
         } else {
           RETURN_IF_ERROR(pipe.Write(&token, 1));
           const double c0 = CpuSeconds();
@@ -263,25 +281,36 @@ absl::Status Run(const Options& o, bool sender, const Pipe& pipe) {
           RETURN_IF_ERROR(pipe.Write(&used, sizeof(used)));
         }
       }
+      if (pair[0] > 0) ratio.push_back(pair[1] / pair[0]);
     }
     if (!sender) continue;
-    const double ratio = best[0] > 0 ? best[1] / best[0] : 0;
+    const double tr = Median(rate[0]), pl = Median(rate[1]);
+    const double tr_cpu = Median(cpu[0]), pl_cpu = Median(cpu[1]);
+    const double r = Median(ratio);
+    const double r_min = ratio.empty() ? 0 : *std::min_element(ratio.begin(), ratio.end());
+    const double r_max = ratio.empty() ? 0 : *std::max_element(ratio.begin(), ratio.end());
+    const double cpu_ratio = tr_cpu > 0 ? pl_cpu / tr_cpu : 0;
     if (o.json) {
       nlohmann::ordered_json j;
       j["bench"] = "nccl_plugin";
       j["bytes"] = size;
       j["iters"] = iters;
       j["window"] = o.window;
-      j["transport_gbytes_per_s"] = best[0];
-      j["plugin_gbytes_per_s"] = best[1];
-      j["plugin_over_transport"] = ratio;
-      j["transport_cpu_s_per_gbyte"] = cpu[0];
-      j["plugin_cpu_s_per_gbyte"] = cpu[1];
-      j["cpu_plugin_over_transport"] = cpu[1] / cpu[0];
+      j["pairs"] = o.reps;
+      j["transport_gbytes_per_s"] = tr;
+      j["plugin_gbytes_per_s"] = pl;
+      j["plugin_over_transport"] = r;
+      j["plugin_over_transport_min"] = r_min;
+      j["plugin_over_transport_max"] = r_max;
+      j["transport_cpu_s_per_gbyte"] = tr_cpu;
+      j["plugin_cpu_s_per_gbyte"] = pl_cpu;
+      j["cpu_plugin_over_transport"] = cpu_ratio;
+      j["transport_runs_gbytes_per_s"] = rate[0];  // in pair order
+      j["plugin_runs_gbytes_per_s"] = rate[1];
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%12zu %8d %16.3f %16.3f %10.3f %12.3f %12.3f %10.3f\n", size, iters, best[0],
-                  best[1], ratio, cpu[0], cpu[1], cpu[1] / cpu[0]);
+      std::printf("%12zu %8d %16.3f %16.3f %10.3f %7.2f-%-7.2f %12.3f %12.3f %10.3f\n", size, iters,
+                  tr, pl, r, r_min, r_max, tr_cpu, pl_cpu, cpu_ratio);
     }
     std::fflush(stdout);
   }
@@ -303,7 +332,8 @@ int main(int argc, char** argv) {
   app.add_option("--bytes-per-run", o.bytes_per_run, "bytes moved per size and run (sets iters)");
   app.add_option("--window", o.window, "requests in flight (NCCL keeps 8 steps)")
       ->check(CLI::Range(1, 32));
-  app.add_option("--reps", o.reps, "interleaved repetitions; the best of each is kept")
+  app.add_option("--reps", o.reps,
+                 "pairs of runs (transport, plugin) per size; medians are reported")
       ->check(CLI::Range(1, 100));
   app.add_flag("--json", o.json, "one JSON object per line");
   app.add_option("--plugin", o.plugin, "path of libnccl-net-mixnet.so");
