@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/cpu_affinity.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "runtime/transport/tcp/socket_util.h"
@@ -22,6 +23,24 @@ int SysfsSpeed(const std::string& ifname) {
 }
 
 }  // namespace
+
+absl::Status Nic::PinProgress(transport::Device& device) const {
+  const std::string& policy = GetSettings().progress_cpus;
+  // auto and none: the thread keeps the affinity of the NCCL thread that made
+  // it (NCCL places its proxy threads near the GPU).
+  if (policy == "auto" || policy == "none") return absl::OkStatus();
+  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(policy);
+  if (!cpus.ok() || cpus->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NCCL device ", name_, ": MIXNET_PROGRESS_CPUS='", policy,
+                     "' must be auto, none or a CPU list",
+                     cpus.ok() ? "" : absl::StrCat(": ", cpus.status().message())));
+  }
+  const int cpu = (*cpus)[static_cast<size_t>(index_) % cpus->size()];
+  absl::Status st = device.PinProgressThread(cpu);
+  if (st.code() == absl::StatusCode::kUnimplemented) return absl::OkStatus();
+  return Annotate(st, absl::StrCat("NCCL device ", name_));
+}
 
 Nic::Nic(int index, std::string ifname, std::string ip, std::string name, int speed_mbps,
          std::string transport, std::string spec_nic, bool ocs)
@@ -45,6 +64,7 @@ absl::StatusOr<transport::Device*> Nic::device() {
     }
     absl::StatusOr<std::unique_ptr<transport::Device>> d = transport::CreateDevice(transport_, o);
     if (!d.ok()) return Annotate(d.status(), absl::StrCat("NCCL device ", name_));
+    RETURN_IF_ERROR(PinProgress(**d));
     device_ = std::move(*d);
   }
   return device_.get();

@@ -29,10 +29,13 @@ class Nic {
   int speed_mbps() const { return speed_mbps_; }
   const std::string& spec_nic() const { return spec_nic_; }
   bool ocs() const { return ocs_; }
-  // The transport device, created on first call.
+  // The transport device, created on first call. With MIXNET_PROGRESS_CPUS
+  // set to a CPU list, its progress thread is pinned to entry index() mod n.
   absl::StatusOr<transport::Device*> device();
 
  private:
+  absl::Status PinProgress(transport::Device& device) const;
+
   const int index_;
   const std::string ifname_, ip_, name_;
   const int speed_mbps_;

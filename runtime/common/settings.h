@@ -42,7 +42,7 @@ namespace mixnet {
   X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                  \
     "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "   \
     "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "   \
-    "gets entry (i + k*L) mod n")                                                                \
+    "gets entry (i + k*L) mod n; in the NCCL plugin only a list pins (NIC k: entry k mod n)")    \
   X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                   \
     "TCP/local progress threads poll (yielding the CPU) this long after their last event "       \
     "before sleeping in epoll_wait; 0: always sleep")                                            \
