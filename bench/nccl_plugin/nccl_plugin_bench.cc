@@ -12,6 +12,7 @@
 // object per line. Threads: the sender is this process's main thread, the
 // receiver a forked child's main thread.
 #include <dlfcn.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -362,6 +363,8 @@ int main(int argc, char** argv) {
     if (allowed.ok()) cpus = *std::move(allowed);
   }
 
+  // A write to an end that has exited is then an error (EPIPE), not a kill.
+  signal(SIGPIPE, SIG_IGN);
   int to_child[2], to_parent[2];
   if (pipe(to_child) != 0 || pipe(to_parent) != 0) return 1;
   pid_t pid = fork();

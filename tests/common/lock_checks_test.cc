@@ -32,8 +32,8 @@ void InvertLockOrder() {
 // Whether this abseil build checks lock order at all (Debian's does: it is
 // built without NDEBUG). Probed in a child so an abort does not end the test.
 bool AbseilChecksLockOrder() {
-  testing::FLAGS_gtest_death_test_style = "threadsafe";
   pid_t pid = fork();
+  if (pid < 0) return false;
   if (pid == 0) {
     std::freopen("/dev/null", "w", stderr);
     InvertLockOrder();
