@@ -35,6 +35,10 @@
 // receiver answers CTS instead and the payload streams over the socket, so
 // correctness never depends on cross-memory attach; pulls stay off for the
 // connection after the first refusal.
+//
+// The code: tcp_connection.cc (lifecycle, sends, writes, failures),
+// tcp_connection_recv.cc (matching, rendezvous, reads), and the private
+// types they share in tcp_connection_internal.h.
 #pragma once
 
 #include <sys/uio.h>
