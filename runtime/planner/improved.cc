@@ -243,6 +243,7 @@ void LocalSearch(const FluidModel& model, double lower_bound, int rounds, double
       top[pos] = h;
       top_n = std::min(top_n + 1, kTop);
     }
+    if (top_n == 0) return;  // no hosts (Plan rejects that; this keeps top[0] defined)
     const int b = top[0];
     const double cur_max = t[b];
     if (cur_max <= 0 || cur_max <= lower_bound * (1 + kRel)) return;
