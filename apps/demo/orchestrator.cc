@@ -483,7 +483,7 @@ int RunDemo(DemoOptions o) {
   char tmpl[] = "/tmp/mixnet-demo-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     std::fprintf(stderr, "mixnet-demo: mkdtemp /tmp/mixnet-demo-XXXXXX: %s\n",
-                 std::strerror(errno));
+                 ErrnoText(errno).c_str());
     return 1;
   }
   const std::string run_dir = tmpl;

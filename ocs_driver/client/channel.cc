@@ -19,8 +19,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int err = errno;
-    return absl::InvalidArgumentError(absl::StrCat("cannot read TLS ", what, " file '", path, "': ",
-                                                   std::strerror(err), " (errno ", err, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot read TLS ", what, " file '", path,
+                                                   "': ", ErrnoText(err), " (errno ", err, ")"));
   }
   std::ostringstream ss;
   ss << in.rdbuf();

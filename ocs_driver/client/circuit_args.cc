@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/status.h"
 
 namespace mixnet::ocs {
 namespace {
@@ -98,7 +99,7 @@ absl::StatusOr<std::vector<v1::Circuit>> LoadCircuitsFile(const std::string& pat
       if (!in) {
         int err = errno;
         return absl::InvalidArgumentError(
-            absl::StrCat("cannot read circuits file '", path, "': ", std::strerror(err)));
+            absl::StrCat("cannot read circuits file '", path, "': ", ErrnoText(err)));
       }
       doc = nlohmann::json::parse(in);
     }

@@ -155,7 +155,7 @@ absl::Status NlSocket::Error(int rc, absl::string_view what, absl::string_view c
       absl::StrCat(NetnsLabel(), ": ", what, ": ", call, " failed: ", nl_geterror(rc));
   int err = last_errno_;
   if (err != 0) {
-    absl::StrAppend(&msg, " (kernel: ", std::strerror(err), ", errno ", err);
+    absl::StrAppend(&msg, " (kernel: ", ErrnoText(err), ", errno ", err);
     if (!last_extack_.empty()) absl::StrAppend(&msg, "; ", last_extack_);
     absl::StrAppend(&msg, ")");
   }
@@ -267,7 +267,7 @@ absl::Status NlSocket::SendBatch(std::vector<Request>& requests, bool (*tolerate
     if (err == 0 || (tolerate != nullptr && tolerate(err))) continue;
     if (++failures > 1) continue;
     std::string msg = absl::StrCat(NetnsLabel(), ": ", requests[i].what, ": ", requests[i].call,
-                                   " failed: ", std::strerror(err), " (errno ", err);
+                                   " failed: ", ErrnoText(err), " (errno ", err);
     if (!state.extack[i].empty()) absl::StrAppend(&msg, "; ", state.extack[i]);
     absl::StrAppend(&msg, ")");
     first = absl::Status(ErrnoStatus("", "", err).code(), msg);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/common/status.h"
 
 namespace mixnet {
 namespace {
@@ -29,8 +30,9 @@ absl::StatusOr<std::vector<int>> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    const int err = errno;
     return absl::InternalError(
-        absl::StrCat("sched_getaffinity failed: ", std::strerror(errno), " (errno ", errno, ")"));
+        absl::StrCat("sched_getaffinity failed: ", ErrnoText(err), " (errno ", err, ")"));
   }
   return CpusOf(set);
 }
@@ -66,9 +68,9 @@ absl::Status PinThread(std::thread& thread, int cpu, const std::string& thread_n
   CPU_SET(cpu, &set);
   int err = pthread_setaffinity_np(thread.native_handle(), sizeof(set), &set);
   if (err != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pinning ", thread_name, " to CPU ", cpu,
-        ": pthread_setaffinity_np failed: ", std::strerror(err), " (errno ", err, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pinning ", thread_name, " to CPU ", cpu,
+                     ": pthread_setaffinity_np failed: ", ErrnoText(err), " (errno ", err, ")"));
   }
   return absl::OkStatus();
 }
@@ -80,7 +82,7 @@ absl::StatusOr<std::vector<int>> ThreadCpus(std::thread& thread) {
   int err = pthread_getaffinity_np(thread.native_handle(), sizeof(set), &set);
   if (err != 0) {
     return absl::InternalError(
-        absl::StrCat("pthread_getaffinity_np failed: ", std::strerror(err), " (errno ", err, ")"));
+        absl::StrCat("pthread_getaffinity_np failed: ", ErrnoText(err), " (errno ", err, ")"));
   }
   return CpusOf(set);
 }

@@ -2,10 +2,24 @@
 #include "runtime/common/status.h"
 
 namespace mixnet {
+namespace {
+// strerror_r comes in two shapes: GNU's returns the text (in buf or static),
+// POSIX's returns 0 and fills buf.
+[[maybe_unused]] const char* StrerrorResult(const char* text, const char*) { return text; }
+[[maybe_unused]] const char* StrerrorResult(int rc, const char* buf) {
+  return rc == 0 ? buf : "unknown error";
+}
+}  // namespace
+
+std::string ErrnoText(int err) {
+  char buf[128];
+  buf[0] = '\0';
+  return StrerrorResult(strerror_r(err, buf, sizeof(buf)), buf);
+}
 
 absl::Status ErrnoStatus(absl::string_view what, absl::string_view syscall, int err) {
   std::string msg =
-      absl::StrCat(what, ": ", syscall, " failed: ", std::strerror(err), " (errno ", err, ")");
+      absl::StrCat(what, ": ", syscall, " failed: ", ErrnoText(err), " (errno ", err, ")");
   switch (err) {
     case ECONNREFUSED:
     case ECONNRESET:

@@ -1,6 +1,6 @@
 // Error handling helpers shared by every MixNet component.
 // Errors are absl::Status values whose codes match gRPC's; these macros keep
-// call sites short. Header-only; usable from any thread.
+// call sites short. Usable from any thread.
 #pragma once
 
 #include <cerrno>
@@ -32,7 +32,12 @@
 
 namespace mixnet {
 
-// "<what>: <syscall> failed: <strerror(errno)> (errno N)" with a code chosen from errno:
+// The text of an errno value ("Connection refused", "Unknown error 4242").
+// Safe from any thread: std::strerror may format unknown values into one
+// buffer shared by the process (glibc documents it MT-Unsafe).
+std::string ErrnoText(int err);
+
+// "<what>: <syscall> failed: <ErrnoText(errno)> (errno N)" with a code chosen from errno:
 // connection-loss errnos map to Unavailable, timeouts to DeadlineExceeded, bad
 // arguments to InvalidArgument, the rest to Internal.
 absl::Status ErrnoStatus(absl::string_view what, absl::string_view syscall, int err = errno);

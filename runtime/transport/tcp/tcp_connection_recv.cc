@@ -65,7 +65,7 @@ bool TcpConnection::Pull(Incoming* m) {
       log::Info(
           "{}: reading the sender's memory (pid {}) failed: {}; large messages on "
           "this connection stream over the socket instead",
-          SocketName(sockets_[0].get()), peer_pid_, std::strerror(err));
+          SocketName(sockets_[0].get()), peer_pid_, ErrnoText(err));
     }
     return false;  // ESRCH: the peer is gone; CTS makes the socket report it
   }

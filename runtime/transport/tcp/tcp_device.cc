@@ -153,7 +153,7 @@ void TcpDevice::ModifyFd(int fd, uint32_t events, EpollHandler* handler) {
   e.events = events;
   e.data.ptr = handler;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &e) != 0) {
-    log::Warn("{}: epoll_ctl(MOD) fd {}: {}", name_, fd, std::strerror(errno));
+    log::Warn("{}: epoll_ctl(MOD) fd {}: {}", name_, fd, ErrnoText(errno));
   }
 }
 
@@ -229,7 +229,7 @@ void TcpDevice::ProgressLoop() {
     if (n > 0 && spin > absl::ZeroDuration()) last_event = absl::Now();
     if (n < 0) {
       if (errno == EINTR) continue;
-      log::Error("{}: epoll_wait failed: {}", name_, std::strerror(errno));
+      log::Error("{}: epoll_wait failed: {}", name_, ErrnoText(errno));
       break;
     }
     bool wake = false;
@@ -274,7 +274,7 @@ void TcpDevice::AcceptAll() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        log::Warn("{}: accept4 failed: {}", name_, std::strerror(errno));
+        log::Warn("{}: accept4 failed: {}", name_, ErrnoText(errno));
       }
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;

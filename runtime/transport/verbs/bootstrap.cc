@@ -223,7 +223,7 @@ void BootstrapListener::AcceptOne(absl::Time deadline) {
   Fd conn(accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
   if (conn.get() < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      log::Warn("verbs bootstrap (port {}): accept4 failed: {}", port_, std::strerror(errno));
+      log::Warn("verbs bootstrap (port {}): accept4 failed: {}", port_, ErrnoText(errno));
     }
     return;
   }

@@ -207,7 +207,7 @@ class IbvBackend : public RegistrationBackend {
     int rc = ibv_dereg_mr(static_cast<ibv_mr*>(r.handle));
     if (rc != 0) {
       log::Warn("{}: ibv_dereg_mr of {} bytes at 0x{:x} failed: {} (errno {})", label_, r.len,
-                r.addr, std::strerror(rc), rc);
+                r.addr, ErrnoText(rc), rc);
     }
   }
 

@@ -72,7 +72,7 @@ QueuePair::~QueuePair() {
   int rc = ibv_destroy_qp(qp_);
   if (rc != 0) {
     log::Warn("{}: ibv_destroy_qp of QP {} failed: {} (errno {})", ctx_->label(), qpn,
-              std::strerror(rc), rc);
+              ErrnoText(rc), rc);
   }
   ctx_->ReleaseCq(send_depth_ + recv_depth_);
 }

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<SlotBuffer>> SlotBuffer::Create(ibv_pd* pd, int s
 
 SlotBuffer::~SlotBuffer() {
   int rc = ibv_dereg_mr(mr_);
-  if (rc != 0) log::Warn("verbs: ibv_dereg_mr of a slot buffer failed: {}", std::strerror(rc));
+  if (rc != 0) log::Warn("verbs: ibv_dereg_mr of a slot buffer failed: {}", ErrnoText(rc));
   std::free(mem_);
 }
 

@@ -25,7 +25,7 @@ absl::Status NoDevice(int err) {
   if (err == ENOSYS || err == ENOENT) {
     why = "the kernel exposes no RDMA devices (no /sys/class/infiniband_verbs)";
   } else {
-    why = absl::StrCat("ibv_get_device_list failed: ", std::strerror(err), " (errno ", err, ")");
+    why = absl::StrCat("ibv_get_device_list failed: ", ErrnoText(err), " (errno ", err, ")");
   }
   return absl::UnavailableError(absl::StrCat(
       "verbs: no RDMA device found (", why,
@@ -80,7 +80,7 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   if (ctx_ == nullptr) {
     int err = errno;
     return absl::UnavailableError(absl::StrCat("verbs: cannot open RDMA device ", device_name_,
-                                               ": ibv_open_device failed: ", std::strerror(err),
+                                               ": ibv_open_device failed: ", ErrnoText(err),
                                                " (errno ", err,
                                                "; permissions on /dev/infiniband/uverbs*?)"));
   }
@@ -175,12 +175,12 @@ VerbsContext::~VerbsContext() {
   registry_.reset();
   if (cq_ != nullptr) {
     int rc = ibv_destroy_cq(cq_);
-    if (rc != 0) log::Warn("{}: ibv_destroy_cq failed: {}", label(), std::strerror(rc));
+    if (rc != 0) log::Warn("{}: ibv_destroy_cq failed: {}", label(), ErrnoText(rc));
   }
   if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
   if (pd_ != nullptr) {
     int rc = ibv_dealloc_pd(pd_);
-    if (rc != 0) log::Warn("{}: ibv_dealloc_pd failed: {}", label(), std::strerror(rc));
+    if (rc != 0) log::Warn("{}: ibv_dealloc_pd failed: {}", label(), ErrnoText(rc));
   }
   if (ctx_ != nullptr) ibv_close_device(ctx_);
 }
