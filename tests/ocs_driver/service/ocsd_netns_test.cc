@@ -42,7 +42,10 @@ class OcsdNetnsTest : public ::testing::Test {
   }
   void TearDown() override {
     daemon_.reset();  // before the namespaces go
-    if (fabric_) EXPECT_TRUE(fabric_->Down().ok());
+    if (fabric_) {
+      absl::Status down = fabric_->Down();
+      EXPECT_TRUE(down.ok()) << down;
+    }
   }
 
   std::string Ns(const std::string& host) { return fabric_->HostNamespace(host); }
