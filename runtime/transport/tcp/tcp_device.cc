@@ -273,10 +273,9 @@ void TcpDevice::AcceptAll() {
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        log::Warn("{}: accept4 failed: {}", name_, ErrnoText(errno));
-      }
-      if (errno == EINTR || errno == ECONNABORTED) continue;
+      const int err = errno;  // before logging, which may change it
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err != EAGAIN) log::Warn("{}: accept4 failed: {}", name_, ErrnoText(err));
       return;
     }
     auto hs = std::make_unique<Handshake>(this, fd);
