@@ -210,7 +210,18 @@ TEST(Reconfig, PrepareDeadlineWhileCollectiveIsStuck) {
         if (rank == 0) {
           agent = std::thread([&] {
             while (!rank0_in_call.load()) absl::SleepFor(absl::Milliseconds(1));
-            absl::SleepFor(absl::Milliseconds(50));
+            // Until rank 0's all-to-all holds the direct link (a loaded
+            // machine, e.g. the sanitizer build under ctest -j, can take
+            // longer than any fixed sleep to get there).
+            const absl::Time started_by = absl::Now() + absl::Seconds(5);
+            while (!comm->transfer_active() && absl::Now() < started_by) {
+              absl::SleepFor(absl::Milliseconds(1));
+            }
+            if (!comm->transfer_active()) {
+              agent_status = absl::InternalError("rank 0's all-to-all never started a transfer");
+              comm->Abort(2);
+              return;
+            }
             router::Topology target{2, {}};
             absl::Time start = absl::Now();
             absl::Status p = comm->Prepare(target, absl::Now() + absl::Milliseconds(300));
