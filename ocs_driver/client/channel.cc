@@ -37,9 +37,13 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeOcsChannel(const OcsTarget& target,
                                                               const OcsTlsOptions& tls) {
   grpc::ChannelArguments args;
-  // Come back quickly after a daemon restart; calls fail fast meanwhile.
+  // Come back quickly after a daemon restart (retries 100 ms apart, at most
+  // 1 s); calls fail fast meanwhile. gRPC gives each connection attempt
+  // max(back-off, MIN_RECONNECT_BACKOFF) to finish TCP, TLS and the HTTP/2
+  // SETTINGS exchange: keep that generous, or a slow or distant daemon is
+  // never reached (a refused connection still fails at once).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(16 << 20);
   std::shared_ptr<grpc::ChannelCredentials> creds;

@@ -2,7 +2,7 @@
 // partial-failure details, and every call against a real mixnet-ocsd (sim
 // backend, started as a process): GetInfo, GetCrossConnects, Apply (success,
 // no-op, stale epoch, partial failure decoded), Watch with callback and
-// cancel, Health, deadlines, an unreachable daemon, a unix socket.
+// cancel, Health, deadlines, an unreachable daemon, a slow one, a unix socket.
 // Test thread, plus each OcsWatch's reader thread.
 #include "ocs_driver/client/ocs_client.h"
 
@@ -23,6 +23,7 @@
 #include "ocs_driver/client/grpc_status.h"
 #include "ocs_driver/client/target.h"
 #include "tests/ocs_driver/client/client_test_util.h"
+#include "tests/ocs_driver/client/slow_proxy.h"
 
 namespace mixnet::ocs {
 namespace {
@@ -354,6 +355,29 @@ TEST(OcsClientDeadlineTest, ApplyLongerThanTheDeadlineIsDeadlineExceeded) {
   // A per-call timeout overrides the client's.
   r = (*client)->Apply(MakeApply(1, 2, {{3, 4}}), absl::Seconds(10));
   EXPECT_TRUE(r.ok()) << r.status;
+}
+
+// A daemon whose connection set-up replies come late (a slow or distant
+// host: here a proxy holds them back 400 ms) is still reached. gRPC gives a
+// connection attempt max(back-off, GRPC_ARG_MIN_RECONNECT_BACKOFF_MS); with
+// the latter at 100 ms, every first attempt timed out "before receiving
+// SETTINGS frame" and the call failed at once with Unavailable.
+TEST(OcsClientSlowDaemonTest, ConnectsWhenTheHandshakeTakesLongerThanTheBackoff) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> d = StartSimDaemon(8, 0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<OcsTarget> daemon_target = ParseOcsTarget((*d)->address());
+  ASSERT_TRUE(daemon_target.ok()) << daemon_target.status();
+  mixnet::testing::SlowProxy proxy(daemon_target->port, absl::Milliseconds(400));
+  ASSERT_NE(proxy.port(), 0);
+  OcsClientOptions o;
+  o.target = absl::StrCat("127.0.0.1:", proxy.port());
+  o.timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<OcsClient>> client = OcsClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<v1::GetInfoResponse> info = (*client)->GetInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->port_count(), 8u);
+  EXPECT_GE(proxy.connections(), 1);
 }
 
 TEST(OcsClientUnixTest, TalksOverAUnixSocket) {
