@@ -2,42 +2,35 @@
 // one JSON object per size with the pair statistics, and when one end fails
 // (here: the plugin cannot pin its progress thread) both exit with an error
 // instead of waiting for each other.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/ocs_driver/client/command_runner.h"
 
 namespace mixnet::bench {
 namespace {
 
-struct BenchRun {
-  int exit_code = -1;
-  std::string out;
-};
+using ::mixnet::testing::CommandResult;
+using ::mixnet::testing::RunCommand;
 
-// Runs the benchmark under `timeout` with `env` in front; stderr joins stdout.
-BenchRun Bench(const std::string& env, const std::string& args) {
-  const std::string cmd = env + " timeout 60 " + MIXNET_NCCL_PLUGIN_BENCH + " " + args + " 2>&1";
-  BenchRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// Runs the benchmark (killed after 60 s) with `env` ("NAME=value" entries).
+CommandResult Bench(std::vector<std::string> env, const std::string& args) {
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.push_back(MIXNET_NCCL_PLUGIN_BENCH);
+  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
+  return RunCommand(std::move(argv), absl::Seconds(60));
 }
 
 TEST(NcclPluginBench, PrintsPairStatisticsPerSize) {
-  BenchRun r =
-      Bench("MIXNET_LOG_LEVEL=warn", "--sizes 4096 65536 --reps 3 --bytes-per-run 1048576 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  CommandResult r = Bench({"MIXNET_LOG_LEVEL=warn"},
+                          "--sizes 4096 65536 --reps 3 --bytes-per-run 1048576 --json");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
   std::istringstream lines(r.out);
   std::string line;
   std::vector<nlohmann::json> rows;
@@ -63,11 +56,11 @@ TEST(NcclPluginBench, PrintsPairStatisticsPerSize) {
 TEST(NcclPluginBench, AFailingEndEndsBothWithAnError) {
   // CPU 1000 does not exist here, so the receiver's plugin cannot make its
   // device; before, the sender then waited on the pipe forever.
-  BenchRun r = Bench("MIXNET_PROGRESS_CPUS=1000", "--no-pin --sizes 4096 --reps 1");
-  EXPECT_NE(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.exit_code, 124) << "timed out: " << r.out;
-  EXPECT_NE(r.out.find("CPU 1000"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("the other process exited"), std::string::npos) << r.out;
+  CommandResult r = Bench({"MIXNET_PROGRESS_CPUS=1000"}, "--no-pin --sizes 4096 --reps 1");
+  EXPECT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("CPU 1000"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the other process exited"), std::string::npos) << r.err;
 }
 
 }  // namespace
