@@ -55,8 +55,9 @@ absl::Status DeleteRootLinks(absl::string_view prefix) {
 
 }  // namespace
 
-EmulatedFabric::EmulatedFabric(cluster::ClusterSpec spec, std::string prefix)
-    : spec_(std::move(spec)), prefix_(std::move(prefix)) {}
+EmulatedFabric::EmulatedFabric(cluster::ClusterSpec spec, std::string prefix,
+                               EmulationOptions options)
+    : spec_(std::move(spec)), prefix_(std::move(prefix)), options_(options) {}
 
 EmulatedFabric::~EmulatedFabric() {
   if (released_) return;
@@ -66,7 +67,8 @@ EmulatedFabric::~EmulatedFabric() {
 }
 
 absl::StatusOr<std::unique_ptr<EmulatedFabric>> EmulatedFabric::Up(const cluster::ClusterSpec& spec,
-                                                                   std::string prefix) {
+                                                                   std::string prefix,
+                                                                   EmulationOptions options) {
   if (!netns::HavePrivileges()) {
     return absl::PermissionDeniedError(
         "the emulated fabric needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network "
@@ -75,6 +77,12 @@ absl::StatusOr<std::unique_ptr<EmulatedFabric>> EmulatedFabric::Up(const cluster
   if (prefix.empty()) prefix = DefaultPrefix(spec.name);
   RETURN_IF_ERROR(ValidatePrefix(prefix));
   RETURN_IF_ERROR(ValidateSpecForEmulation(spec));
+  RETURN_IF_ERROR(TbfFor(1, options.burst_ms).status());
+  if (options.leaf_hosts < 0 || (options.leaf_hosts > 0 && !(options.uplink_gbps > 0))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("emulation: leaf_hosts ", options.leaf_hosts, " needs >= 0, and leaves need ",
+                     "an uplink rate > 0 (uplink_gbps ", options.uplink_gbps, ")"));
+  }
   if (!spec.circuits.empty()) {
     RETURN_IF_ERROR(Annotate(cluster::ValidateCircuits(spec, spec.circuits), "spec circuits"));
   }
@@ -85,7 +93,7 @@ absl::StatusOr<std::unique_ptr<EmulatedFabric>> EmulatedFabric::Up(const cluster
         "fabric prefix '", prefix, "' is in use (", existing.front(),
         " exists); run `mixnet-fabric down --prefix ", prefix, "` or pick another prefix"));
   }
-  std::unique_ptr<EmulatedFabric> fabric(new EmulatedFabric(spec, prefix));
+  std::unique_ptr<EmulatedFabric> fabric(new EmulatedFabric(spec, prefix, options));
   absl::Status s = fabric->Build();
   if (s.ok() && !spec.circuits.empty()) {
     s = Annotate(fabric->ApplyCircuits(spec.circuits), "initial circuits");
@@ -134,8 +142,12 @@ absl::Status EmulatedFabric::Build() {
   }
   if (have_eps) {
     ASSIGN_OR_RETURN(netns::NlSocket * eps, Socket(EpsNamespace()));
-    RETURN_IF_ERROR(CreateBridge(*eps, kBridgeName));
-    RETURN_IF_ERROR(SetLinkUp(*eps, kBridgeName));
+    if (options_.leaf_hosts > 0) {
+      RETURN_IF_ERROR(BuildLeaves());
+    } else {
+      RETURN_IF_ERROR(CreateBridge(*eps, kBridgeName));
+      RETURN_IF_ERROR(SetLinkUp(*eps, kBridgeName));
+    }
   }
   for (const cluster::OcsSwitchSpec& s : spec_.ocs_switches) {
     ASSIGN_OR_RETURN(ocs_[s.name], ocs::NetnsOcs::Open(OcsNamespace(s.name)));
@@ -161,11 +173,11 @@ absl::Status EmulatedFabric::BuildHost(const cluster::HostSpec& host, int host_i
     RETURN_IF_ERROR(Annotate(CreateVeth(*hs, nic.name, peer_ns, peer), what));
     RETURN_IF_ERROR(Annotate(AddAddress(*hs, nic.name, nic.address, nic.prefix_len), what));
     if (nic.gbps > 0) {
-      RETURN_IF_ERROR(Annotate(SetTbf(*hs, nic.name, nic.gbps), what));
-      RETURN_IF_ERROR(Annotate(SetTbf(*ps, peer, nic.gbps), what));
+      RETURN_IF_ERROR(Annotate(SetTbf(*hs, nic.name, nic.gbps, options_.burst_ms), what));
+      RETURN_IF_ERROR(Annotate(SetTbf(*ps, peer, nic.gbps, options_.burst_ms), what));
     }
     if (eps) {
-      RETURN_IF_ERROR(Annotate(SetMaster(*ps, peer, kBridgeName), what));
+      RETURN_IF_ERROR(Annotate(SetMaster(*ps, peer, BridgeOf(host_index)), what));
     } else {
       RETURN_IF_ERROR(Annotate(ocs_.at(nic.ocs_switch)->EnsureIngress(peer), what));
     }
@@ -178,6 +190,47 @@ absl::Status EmulatedFabric::BuildHost(const cluster::HostSpec& host, int host_i
     for (auto& kv : HostSysctls(nic.name)) sysctls.push_back(std::move(kv));
   }
   return netns::SetSysctls(hns, sysctls);
+}
+
+namespace {
+int LeafCount(int hosts, int leaf_hosts) {
+  return leaf_hosts > 0 ? (hosts + leaf_hosts - 1) / leaf_hosts : 0;
+}
+}  // namespace
+
+std::string EmulatedFabric::BridgeOf(int host_index) const {
+  if (options_.leaf_hosts <= 0) return kBridgeName;
+  return absl::StrCat("leaf", host_index / options_.leaf_hosts);
+}
+
+std::vector<std::string> EmulatedFabric::UplinkNames() const {
+  std::vector<std::string> out;
+  const int leaves = LeafCount(static_cast<int>(spec_.hosts.size()), options_.leaf_hosts);
+  for (int l = 0; l < leaves; ++l) out.push_back(absl::StrCat("up", l));
+  return out;
+}
+
+absl::Status EmulatedFabric::BuildLeaves() {
+  const std::string ns = EpsNamespace();
+  ASSIGN_OR_RETURN(netns::NlSocket * eps, Socket(ns));
+  RETURN_IF_ERROR(CreateBridge(*eps, "spine"));
+  RETURN_IF_ERROR(SetLinkUp(*eps, "spine"));
+  const int leaves = LeafCount(static_cast<int>(spec_.hosts.size()), options_.leaf_hosts);
+  for (int l = 0; l < leaves; ++l) {
+    const std::string leaf = absl::StrCat("leaf", l);
+    const std::string up = absl::StrCat("up", l), dn = absl::StrCat("dn", l);
+    const std::string what = absl::StrCat("leaf ", leaf, " uplink");
+    RETURN_IF_ERROR(Annotate(CreateBridge(*eps, leaf), what));
+    RETURN_IF_ERROR(Annotate(CreateVeth(*eps, up, ns, dn), what));
+    RETURN_IF_ERROR(Annotate(SetTbf(*eps, up, options_.uplink_gbps, options_.burst_ms), what));
+    RETURN_IF_ERROR(Annotate(SetTbf(*eps, dn, options_.uplink_gbps, options_.burst_ms), what));
+    RETURN_IF_ERROR(Annotate(SetMaster(*eps, up, leaf), what));
+    RETURN_IF_ERROR(Annotate(SetMaster(*eps, dn, "spine"), what));
+    for (const std::string& link : {leaf, up, dn}) {
+      RETURN_IF_ERROR(Annotate(SetLinkUp(*eps, link), what));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<netns::NlSocket*> EmulatedFabric::Socket(const std::string& ns) const {

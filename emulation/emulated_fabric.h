@@ -9,7 +9,11 @@
 //   - one OCS namespace per switch: port "p<port>" per OCS NIC, dark (no
 //     redirect, ingress qdisc ready) until circuits are installed through the
 //     netns OCS backend (ocs_driver/netns), starting with the spec's circuits;
-//   - tbf at each NIC's gbps on both ends of every link.
+//   - tbf at each NIC's gbps on both ends of every link, with a bucket of
+//     EmulationOptions::burst_ms of line rate (links.h, TbfFor);
+//   - optionally an oversubscribed EPS: the host ports on leaf bridges of
+//     `leaf_hosts` hosts each, every leaf joined to one spine bridge by an
+//     uplink shaped to `uplink_gbps` in each direction.
 // Needs root: without it Up returns PermissionDenied.
 //
 // Threading: methods may be called from any thread; netlink access is
@@ -32,13 +36,26 @@
 
 namespace mixnet::emulation {
 
+// How links are emulated beyond what the spec says.
+struct EmulationOptions {
+  double burst_ms = kDefaultBurstMs;  // tbf bucket, ms of line rate (see TbfFor)
+  // Oversubscribed EPS: 0 puts every EPS port on one non-blocking bridge
+  // "br0"; n > 0 puts host i's ports on leaf bridge "leaf<i / n>", and joins
+  // each leaf to the bridge "spine" by the veth pair "up<l>" (leaf side) /
+  // "dn<l>" (spine side), both ends shaped to uplink_gbps (needs > 0).
+  int leaf_hosts = 0;
+  double uplink_gbps = 0;
+};
+
 class EmulatedFabric {
  public:
   // Builds the fabric for `spec` under `prefix` (DefaultPrefix(spec.name) when
-  // empty). AlreadyExists when namespaces with this prefix exist. On any
-  // failure everything created so far is removed again.
+  // empty). AlreadyExists when namespaces with this prefix exist;
+  // InvalidArgument for bad options. On any failure everything created so far
+  // is removed again.
   static absl::StatusOr<std::unique_ptr<EmulatedFabric>> Up(const cluster::ClusterSpec& spec,
-                                                            std::string prefix = "");
+                                                            std::string prefix = "",
+                                                            EmulationOptions options = {});
 
   // Removes every namespace "<prefix>-*" and any root-namespace link whose
   // name starts with the prefix. Idempotent; works after a crash (needs no
@@ -58,6 +75,10 @@ class EmulatedFabric {
 
   const std::string& prefix() const { return prefix_; }
   const cluster::ClusterSpec& spec() const { return spec_; }
+  const EmulationOptions& options() const { return options_; }
+  // The leaf uplinks in the EPS namespace ("up0", "up1", ...; empty without
+  // leaves): tx is leaf -> spine, rx spine -> leaf.
+  std::vector<std::string> UplinkNames() const;
 
   std::string HostNamespace(absl::string_view host) const;
   std::string EpsNamespace() const;
@@ -80,15 +101,19 @@ class EmulatedFabric {
   absl::StatusOr<std::vector<LinkInfo>> ReadLinks(absl::string_view netns) const;
 
  private:
-  EmulatedFabric(cluster::ClusterSpec spec, std::string prefix);
+  EmulatedFabric(cluster::ClusterSpec spec, std::string prefix, EmulationOptions options);
   absl::Status Build();
   absl::Status BuildHost(const cluster::HostSpec& host, int host_index)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status BuildLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bridge host `host_index`'s EPS ports join.
+  std::string BridgeOf(int host_index) const;
   absl::StatusOr<netns::NlSocket*> Socket(const std::string& netns) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const cluster::ClusterSpec spec_;
   const std::string prefix_;
+  const EmulationOptions options_;
   bool released_ = false;
   bool down_ = false;
 

@@ -157,17 +157,22 @@ absl::Status DeleteLink(netns::NlSocket& sock, absl::string_view ifname) {
   return sock.Error(rc, absl::StrCat("link ", ifname), "rtnl_link_delete");
 }
 
-TbfParams TbfFor(double gbps) {
+absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms) {
+  if (!(gbps > 0) || !std::isfinite(gbps) || !(burst_ms > 0) || !std::isfinite(burst_ms)) {
+    return absl::InvalidArgumentError(absl::StrCat("tbf: rate ", gbps, " Gbit/s and burst ",
+                                                   burst_ms, " ms must be positive and finite"));
+  }
   TbfParams p;
-  double rate = std::clamp(gbps * 1e9 / 8, 1000.0, static_cast<double>(INT_MAX));
+  const double rate = std::clamp(gbps * 1e9 / 8, 1000.0, static_cast<double>(INT_MAX));
   p.rate_bytes_per_s = static_cast<uint32_t>(rate);
-  p.burst_bytes = std::max<uint32_t>(64 * 1024, static_cast<uint32_t>(rate * 0.002));
+  const double burst = std::min(rate * burst_ms / 1000, static_cast<double>(INT_MAX / 2));
+  p.burst_bytes = std::max(kMinBurstFrames * kFrameBytes, static_cast<uint32_t>(burst));
   p.latency_us = 20000;
   return p;
 }
 
-absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps) {
-  const TbfParams p = TbfFor(gbps);
+absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps, double burst_ms) {
+  ASSIGN_OR_RETURN(const TbfParams p, TbfFor(gbps, burst_ms));
   const std::string what = absl::StrCat("link ", ifname, " tbf ", gbps, " Gbit/s");
   ASSIGN_OR_RETURN(int index, sock.IfIndex(ifname));
   NlPtr<rtnl_qdisc> q(rtnl_qdisc_alloc());

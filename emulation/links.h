@@ -37,17 +37,30 @@ absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
                               absl::string_view address, int prefix_len, uint32_t table);
 absl::Status DeleteLink(netns::NlSocket& sock, absl::string_view ifname);
 
-// Rate limit on the egress of `ifname`: root tbf at `gbps` (capped at the
-// 32-bit byte rate libnl can express, about 17 Gbit/s), burst max(64 KiB,
-// 2 ms at rate), queue limit 20 ms at rate.
-absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps);
-// The tbf parameters SetTbf uses for `gbps`.
+// The tbf bucket, in milliseconds of line rate, unless told otherwise: about
+// 1 ms, so that a transfer of a few milliseconds already pays the rate (a
+// bucket of tens of milliseconds lets short phases run at memory speed).
+inline constexpr double kDefaultBurstMs = 1.0;
+// The bucket never holds fewer than this many full-sized Ethernet frames
+// (1500-byte MTU + 14-byte header): tbf drops a frame larger than its bucket,
+// and below a few frames the rate comes out wrong.
+inline constexpr uint32_t kMinBurstFrames = 4;
+inline constexpr uint32_t kFrameBytes = 1514;
+
+// The tbf parameters SetTbf uses: rate `gbps` (capped at the 32-bit byte rate
+// libnl can express, about 17 Gbit/s), bucket max(burst_ms at rate,
+// kMinBurstFrames frames), queue limit 20 ms at rate. InvalidArgument for a
+// rate or burst that is not positive and finite.
 struct TbfParams {
   uint32_t rate_bytes_per_s = 0;
   uint32_t burst_bytes = 0;
   uint32_t latency_us = 0;
 };
-TbfParams TbfFor(double gbps);
+absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms = kDefaultBurstMs);
+
+// Rate limit on the egress of `ifname`: root tbf with TbfFor(gbps, burst_ms).
+absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps,
+                    double burst_ms = kDefaultBurstMs);
 
 struct LinkCounters {
   uint64_t rx_bytes = 0;

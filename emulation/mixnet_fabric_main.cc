@@ -1,5 +1,5 @@
 // mixnet-fabric: the emulated cluster on network namespaces.
-//   mixnet-fabric up SPEC [--prefix P] [--json]
+//   mixnet-fabric up SPEC [--prefix P] [--burst-ms B] [--leaf-hosts N --uplink-gbps G] [--json]
 //   mixnet-fabric down [SPEC] [--prefix P]
 //   mixnet-fabric status [SPEC] [--prefix P] [--json]
 // `up` leaves the fabric running and prints its prefix. `down` and `status`
@@ -50,10 +50,12 @@ absl::StatusOr<std::vector<std::string>> Prefixes(const std::string& spec_path,
   return std::vector<std::string>(found.begin(), found.end());
 }
 
-int Up(const std::string& spec_path, const std::string& prefix, bool json) {
+int Up(const std::string& spec_path, const std::string& prefix, const EmulationOptions& options,
+       bool json) {
   absl::StatusOr<cluster::ClusterSpec> spec = cluster::ClusterSpec::LoadFile(spec_path);
   if (!spec.ok()) return Fail(spec.status());
-  absl::StatusOr<std::unique_ptr<EmulatedFabric>> fabric = EmulatedFabric::Up(*spec, prefix);
+  absl::StatusOr<std::unique_ptr<EmulatedFabric>> fabric =
+      EmulatedFabric::Up(*spec, prefix, options);
   if (!fabric.ok()) return Fail(fabric.status());
   (*fabric)->Release();
   const std::string& p = (*fabric)->prefix();
@@ -125,6 +127,15 @@ int Main(int argc, char** argv) {
                     "instance prefix ([a-z0-9_], <= 32); default for up: <spec name>_<pid>");
   }
   up->add_flag("--json", json, "print the fabric status as JSON");
+  EmulationOptions options;
+  up->add_option("--burst-ms", options.burst_ms,
+                 "tbf bucket of every link, in ms of its rate (at least 4 full frames)")
+      ->capture_default_str();
+  up->add_option("--leaf-hosts", options.leaf_hosts,
+                 "oversubscribed EPS: hosts per leaf bridge (0: one non-blocking bridge)")
+      ->capture_default_str();
+  up->add_option("--uplink-gbps", options.uplink_gbps,
+                 "oversubscribed EPS: rate of each leaf's uplink to the spine, Gbit/s");
   status->add_flag("--json", json, "JSON output");
   CLI11_PARSE(app, argc, argv);
 
@@ -133,7 +144,7 @@ int Main(int argc, char** argv) {
                  "CAP_SYS_ADMIN and CAP_NET_ADMIN (try: sudo mixnet-fabric ...)\n";
     return 1;
   }
-  if (up->parsed()) return Up(spec_path, prefix, json);
+  if (up->parsed()) return Up(spec_path, prefix, options, json);
   if (down->parsed()) return Down(spec_path, prefix);
   return Status(spec_path, prefix, json);
 }

@@ -201,9 +201,10 @@ TEST_F(EmulatedFabricTest, DarkPortDropsCarrier) {
 }
 
 TEST_F(EmulatedFabricTest, TbfOnBothEndsOfEveryLink) {
-  const uint32_t eps_rate = TbfFor(0.2).rate_bytes_per_s;
-  const uint32_t ocs_rate = TbfFor(0.4).rate_bytes_per_s;
+  const uint32_t eps_rate = TbfFor(0.2)->rate_bytes_per_s;
+  const uint32_t ocs_rate = TbfFor(0.4)->rate_bytes_per_s;
   EXPECT_EQ(eps_rate, 25'000'000u);
+  // Bucket: 1 ms of line rate (25 kB at 0.2 Gbit/s, 50 kB at 0.4 Gbit/s).
   for (const char* host : {"h0", "h1", "h2"}) {
     auto links = fabric_->ReadLinks(Ns(host)).value();
     for (const LinkInfo& l : links) {
@@ -213,8 +214,11 @@ TEST_F(EmulatedFabricTest, TbfOnBothEndsOfEveryLink) {
       if (l.name == "ocs0" || l.name == "ocs1") {
         EXPECT_EQ(l.tbf_rate_bytes_per_s, ocs_rate) << host << " " << l.name;
       }
-      if (l.name != "lo") {
-        EXPECT_GE(l.tbf_burst_bytes, 60000u) << l.name;
+      if (l.name == "eps0") {
+        EXPECT_EQ(l.tbf_burst_bytes, 25'000u) << host;
+      }
+      if (l.name == "ocs0" || l.name == "ocs1") {
+        EXPECT_EQ(l.tbf_burst_bytes, 50'000u) << host;
       }
     }
   }
