@@ -251,6 +251,25 @@ absl::Status Controller::Report(const v1::TrafficReport& report) {
     return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
                                                    ": negative iteration, layer or micro_batch"));
   }
+  key.pass = report.pass() == v1::BACKWARD ? kBackwardPass : kForwardPass;
+  std::optional<PlanTarget> plan;
+  if (report.has_plan()) {
+    const v1::PlanRequest& p = report.plan();
+    if (p.source() != v1::PlanRequest::PREDICTED && p.source() != v1::PlanRequest::THIS_MATRIX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("report from worker ", report.worker_id(),
+                       ": plan request without a source (PREDICTED or THIS_MATRIX)"));
+    }
+    if (p.target().iteration() < 0 || p.target().layer() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
+                                                     ": plan target has a negative iteration or "
+                                                     "layer"));
+    }
+    plan = PlanTarget{.iteration = p.target().iteration(),
+                      .layer = p.target().layer(),
+                      .pass = p.target().pass() == v1::BACKWARD ? kBackwardPass : kForwardPass,
+                      .exact = p.source() == v1::PlanRequest::THIS_MATRIX};
+  }
   const std::vector<std::string> peers(report.peer_hosts().begin(), report.peer_hosts().end());
   const std::vector<double> bytes(report.bytes().begin(), report.bytes().end());
   absl::MutexLock lock(&mu_);
@@ -271,7 +290,7 @@ absl::Status Controller::Report(const v1::TrafficReport& report) {
   }
   ASSIGN_OR_RETURN(std::optional<CompletedMatrix> done,
                    regions_[s.region].reports.Add(s.worker_id, s.host, key, peers, bytes,
-                                                  ExpectedLocked(s.region), absl::Now()));
+                                                  ExpectedLocked(s.region), absl::Now(), plan));
   if (done) CompleteLocked(s.region, std::move(*done));
   return absl::OkStatus();
 }

@@ -135,12 +135,24 @@ class Controller {
   v1::Topology TopologyProto(uint64_t epoch,
                              const std::vector<cluster::CircuitSpec>& circuits) const;
 
+  // The answer to a region's plan request (a DECISION event).
+  struct PlanAnswer {
+    PlanTarget target;
+    double predicted_ms = 0;  // fluid model: the target's all-to-all on its topology
+    double current_ms = 0;    // ... on the installed topology
+  };
+
   // controller_rounds.cc (planner thread)
   void PlannerLoop();
   void PlanAndRun(std::vector<Completed> batch);
   // Runs one round towards `target` for `regions`; true when committed.
+  // `answers` (by region) are sent as DECISION(reconfigure, epoch) before
+  // the PREPARE, or as DECISION(no) when the round cannot start.
   bool RunRound(const std::vector<cluster::CircuitSpec>& target, const std::set<int>& regions,
-                const GateKey& key);
+                const GateKey& key, const std::map<int, PlanAnswer>& answers = {});
+  // DECISION for `a` to the watching workers of `region`.
+  void SendDecisionLocked(int region, const PlanAnswer& a, bool reconfigure, uint64_t epoch,
+                          const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string regions_label(int region) const;
   void AbortRoundLocked(uint64_t epoch, const std::set<std::string>& to, const std::string& reason,
                         const std::set<int>& regions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

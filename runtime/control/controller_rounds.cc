@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/log.h"
 #include "runtime/control/controller.h"
@@ -79,29 +80,56 @@ void Controller::PlannerLoop() {
 }
 
 void Controller::PlanAndRun(std::vector<Completed> batch) {
-  // Every completed matrix feeds its region's predictor; only the newest
-  // dispatch matrix of each region is planned for (coalescing).
+  // Every completed forward matrix feeds its region's predictor. A matrix
+  // that carries a plan request is decided for its target (the newest request
+  // of each region; older ones in the batch are answered as superseded); in a
+  // region without a request, the newest forward dispatch matrix is planned
+  // for the learned next dispatch key (coalescing).
   std::map<int, const Completed*> newest;
+  std::map<int, const Completed*> requested;
+  std::vector<const Completed*> superseded;
   for (const Completed& c : batch) {
     const GateKey& k = c.m.key.key;
-    if (absl::Status s = accuracy_[c.region]->ObserveAndScore(*predictors_[c.region], k.layer,
-                                                              k.direction, c.m.matrix);
-        !s.ok()) {
-      log::Warn("controller: region {}: predictor: {}", regions_label(c.region), s.ToString());
+    if (c.m.key.pass == kForwardPass) {
+      if (absl::Status s = accuracy_[c.region]->ObserveAndScore(*predictors_[c.region], k.layer,
+                                                                k.direction, c.m.matrix);
+          !s.ok()) {
+        log::Warn("controller: region {}: predictor: {}", regions_label(c.region), s.ToString());
+      }
+      const AccuracyStats all = accuracy_[c.region]->Overall();
+      if (all.samples > 0 && all.samples % 64 == 0) {
+        accuracy_[c.region]->LogSummary(absl::StrCat("controller: region ", regions_label(c.region),
+                                                     " predictor ",
+                                                     std::string(predictors_[c.region]->name())));
+      }
     }
-    const AccuracyStats all = accuracy_[c.region]->Overall();
-    if (all.samples > 0 && all.samples % 64 == 0) {
-      accuracy_[c.region]->LogSummary(absl::StrCat("controller: region ", regions_label(c.region),
-                                                   " predictor ",
-                                                   std::string(predictors_[c.region]->name())));
+    if (c.m.plan) {
+      const Completed*& slot = requested[c.region];
+      if (slot != nullptr) superseded.push_back(slot);
+      slot = &c;
+    } else if (k.direction == Direction::kDispatch && c.m.key.pass == kForwardPass) {
+      newest[c.region] = &c;
     }
-    if (k.direction == Direction::kDispatch) newest[c.region] = &c;
   }
-  if (newest.empty()) return;
+  auto answer_no = [this](int region, const PlanAnswer& a, const std::string& reason) {
+    absl::MutexLock lock(&mu_);
+    SendDecisionLocked(region, a, false, 0, reason);
+  };
+  for (const Completed* c : superseded) {
+    answer_no(c->region, PlanAnswer{*c->m.plan}, "superseded by a newer plan request");
+  }
+  for (const auto& [r, c] : requested) newest.erase(r);
+  if (newest.empty() && requested.empty()) return;
   std::vector<cluster::CircuitSpec> current;
   {
     absl::MutexLock lock(&mu_);
-    if (!fenced_.empty() || shutdown_) return;
+    if (!fenced_.empty() || shutdown_) {
+      for (const auto& [r, c] : requested) {
+        SendDecisionLocked(r, PlanAnswer{*c->m.plan}, false, 0,
+                           shutdown_ ? "controller shutting down" : fenced_);
+      }
+      return;
+    }
     current = committed_;
   }
   const std::vector<planner::Region>& regions = planner_.regions();
@@ -117,29 +145,67 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
     log::Debug("controller: region {}: planning for {} ({})", regions_label(r), KeyString(target),
                forecast.ok() ? "forecast" : "last matrix");
   }
+  std::map<int, PlanAnswer> answers;
+  for (auto it = requested.begin(); it != requested.end();) {
+    const auto& [r, c] = *it;
+    const PlanTarget& t = *c->m.plan;
+    planned_for = GateKey{.layer = t.layer, .micro_batch = 0, .direction = Direction::kDispatch};
+    if (t.exact) {
+      demands[r] = c->m.matrix;
+    } else {
+      absl::StatusOr<TrafficMatrix> forecast =
+          predictors_[r]->Predict(t.layer, Direction::kDispatch);
+      if (!forecast.ok() || forecast->hosts() != regions[r].hosts()) {
+        answer_no(r, PlanAnswer{t},
+                  absl::StrCat("no forecast for layer ", t.layer, " yet (",
+                               forecast.ok() ? "shape differs" : forecast.status().message(), ")"));
+        it = requested.erase(it);
+        continue;
+      }
+      demands[r] = *forecast;
+    }
+    answers[r] = PlanAnswer{t};
+    ++it;
+  }
+  if (newest.empty() && requested.empty()) return;
   planner::PlannerOptions po;
   po.algorithm = opt_.algorithm;
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;
-  decide.uses = 2;  // combine reuses the dispatch topology
+  decide.uses = 2;  // combine (or the backward pass's second all-to-all) reuses the topology
   absl::StatusOr<planner::ClusterDecision> d = planner_.Plan(demands, current, po, decide);
   if (!d.ok()) {
     log::Error("controller: planning failed: {}", d.status().ToString());
+    for (const auto& [r, a] : answers) {
+      answer_no(r, a, absl::StrCat("planning failed: ", d.status().message()));
+    }
     return;
   }
   std::set<int> affected;
-  for (const auto& [r, c] : newest) {
+  std::set<int> planned;
+  for (const auto& [r, c] : newest) planned.insert(r);
+  for (const auto& [r, a] : answers) planned.insert(r);
+  for (int r : planned) {
     const planner::RegionDecision& rd = d->regions[r];
+    auto a = answers.find(r);
+    if (a != answers.end()) {
+      a->second.current_ms = rd.plan.current_completion_s * 1e3;
+      a->second.predicted_ms =
+          (rd.decision.reconfigure ? rd.plan.completion_s : rd.plan.current_completion_s) * 1e3;
+    }
     if (rd.decision.reconfigure) {
       affected.insert(r);
-    } else {
-      log::Info(
-          "controller: region {}: no reconfiguration for {} (gain {:.3f} ms <= cost {:.3f} ms)",
-          regions_label(r), KeyString(planned_for), rd.decision.gain_s * 1e3,
-          rd.decision.cost_s * 1e3);
-      absl::MutexLock lock(&mu_);
-      regions_[r].skipped++;
+      continue;
+    }
+    const std::string why = absl::StrFormat("no reconfiguration: gain %.3f ms <= cost %.3f ms",
+                                            rd.decision.gain_s * 1e3, rd.decision.cost_s * 1e3);
+    log::Info("controller: region {}: {} for {}", regions_label(r), why,
+              a != answers.end() ? PlanTargetString(a->second.target) : KeyString(planned_for));
+    absl::MutexLock lock(&mu_);
+    regions_[r].skipped++;
+    if (a != answers.end() && dirty_switches_.empty()) {
+      SendDecisionLocked(r, a->second, false, 0, why);
     }
   }
   if (!dirty_switches_.empty()) {
@@ -147,16 +213,50 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
     // re-asserts the whole topology on them even when nothing else changes.
     log::Warn("controller: re-applying switch(es) {} left uncertain by a failed round",
               absl::StrJoin(dirty_switches_, ", "));
-    for (const auto& [r, c] : newest) affected.insert(r);
+    for (int r : planned) affected.insert(r);
   } else {
     if (affected.empty()) return;
     if (Normalized(d->circuits) == Normalized(current)) {
       absl::MutexLock lock(&mu_);
-      for (int r : affected) regions_[r].skipped++;
+      for (int r : affected) {
+        regions_[r].skipped++;
+        auto a = answers.find(r);
+        if (a != answers.end()) {
+          SendDecisionLocked(r, a->second, false, 0, "the plan equals the installed circuits");
+        }
+      }
       return;
     }
   }
-  RunRound(d->circuits, affected, planned_for);
+  std::map<int, PlanAnswer> round_answers;
+  for (int r : affected) {
+    if (auto a = answers.find(r); a != answers.end()) round_answers.insert(*a);
+  }
+  RunRound(d->circuits, affected, planned_for, round_answers);
+}
+
+void Controller::SendDecisionLocked(int region, const PlanAnswer& a, bool reconfigure,
+                                    uint64_t epoch, const std::string& reason) {
+  v1::TopologyEvent ev;
+  ev.set_kind(v1::TopologyEvent::DECISION);
+  ev.mutable_topology()->set_epoch(epoch);
+  v1::PlanKey* k = ev.mutable_plan();
+  k->set_iteration(a.target.iteration);
+  k->set_layer(a.target.layer);
+  k->set_pass(a.target.pass == kBackwardPass ? v1::BACKWARD : v1::FORWARD);
+  ev.set_reconfigure(reconfigure);
+  ev.set_reason(reason);
+  ev.set_layer(a.target.layer);
+  ev.set_direction(v1::DISPATCH);
+  ev.set_predicted_ms(a.predicted_ms);
+  ev.set_current_ms(a.current_ms);
+  for (const auto& [id, s] : sessions_) {
+    if (s->region == region && s->watch_gen != 0) SendLocked(id, ev);
+  }
+  log::Debug("controller: region {}: DECISION for {}: {}{}", regions_label(region),
+             PlanTargetString(a.target),
+             reconfigure ? absl::StrCat("epoch ", epoch) : std::string("keep"),
+             reason.empty() ? "" : absl::StrCat(" (", reason, ")"));
 }
 
 std::string Controller::regions_label(int region) const {
@@ -176,19 +276,29 @@ void Controller::AbortRoundLocked(uint64_t epoch, const std::set<std::string>& t
 }
 
 bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
-                          const std::set<int>& regions, const GateKey& key) {
+                          const std::set<int>& regions, const GateKey& key,
+                          const std::map<int, PlanAnswer>& answers) {
   const std::vector<CircuitKey> target = Normalized(target_specs);
   uint64_t epoch = 0;
   std::vector<CircuitKey> current;
   {
     absl::MutexLock lock(&mu_);
-    if (shutdown_) return false;
+    if (shutdown_) {
+      for (const auto& [r, a] : answers) {
+        SendDecisionLocked(r, a, false, 0, "controller shutting down");
+      }
+      return false;
+    }
     epoch = highest_epoch_ + 1;
     current = Normalized(committed_);
   }
   // 1. The new epoch is durable before anyone hears of it.
   if (absl::Status s = store_.Save(epoch, id_); !s.ok()) {
     log::Error("controller: cannot persist epoch {}, no round: {}", epoch, s.ToString());
+    absl::MutexLock lock(&mu_);
+    for (const auto& [r, a] : answers) {
+      SendDecisionLocked(r, a, false, 0, absl::StrCat("cannot persist epoch ", epoch));
+    }
     return false;
   }
   std::string names;
@@ -212,6 +322,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     ev.set_deadline_ms(Ms(opt_.prepare_deadline));
     ev.set_layer(key.layer);
     ev.set_direction(v1::DISPATCH);
+    for (const auto& [r, a] : answers) SendDecisionLocked(r, a, true, epoch, "");
     for (const auto& [id, s] : sessions_) {
       if (regions.count(s->region) != 0 && s->watch_gen != 0) participants.insert(id);
     }

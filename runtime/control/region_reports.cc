@@ -27,9 +27,10 @@ int RegionReports::HostIndex(const std::string& host) const {
 absl::StatusOr<std::optional<CompletedMatrix>> RegionReports::Add(
     const std::string& worker_id, const std::string& host, const StepKey& key,
     const std::vector<std::string>& peer_hosts, const std::vector<double>& bytes,
-    const std::set<std::string>& expected, absl::Time now) {
-  const std::string who = absl::StrCat("report from worker ", worker_id, " (host ", host, ", ",
-                                       KeyString(key.key), ", iteration ", key.iteration, ")");
+    const std::set<std::string>& expected, absl::Time now, const std::optional<PlanTarget>& plan) {
+  const std::string who = absl::StrCat(
+      "report from worker ", worker_id, " (host ", host, ", ", KeyString(key.key),
+      key.pass == kBackwardPass ? " backward" : "", ", iteration ", key.iteration, ")");
   const int src = HostIndex(host);
   if (src < 0) {
     return absl::InvalidArgumentError(
@@ -75,7 +76,7 @@ absl::StatusOr<std::optional<CompletedMatrix>> RegionReports::Add(
                 pending_.begin()->first.iteration);
       pending_.erase(pending_.begin());
     }
-    it = pending_.emplace(key, Pending{now, {}}).first;
+    it = pending_.emplace(key, Pending{now, {}, plan}).first;
   }
   it->second.rows[worker_id] = std::move(row);
   for (const std::string& w : expected) {
@@ -108,7 +109,7 @@ std::vector<CompletedMatrix> RegionReports::Expire(const std::set<std::string>& 
 
 CompletedMatrix RegionReports::Build(const StepKey& key, const Pending& p,
                                      const std::set<std::string>& expected) const {
-  CompletedMatrix c{key, TrafficMatrix(static_cast<int>(hosts_.size())), {}};
+  CompletedMatrix c{key, TrafficMatrix(static_cast<int>(hosts_.size())), {}, p.plan};
   for (const auto& [worker, row] : p.rows) {
     for (size_t j = 0; j < row.bytes.size(); ++j)
       c.matrix.Add(row.src, static_cast<int>(j), row.bytes[j]);
@@ -128,7 +129,7 @@ void RegionReports::MarkDone(const StepKey& key) {
 }
 
 void RegionReports::LearnOrder(const StepKey& k) {
-  if (k.key.direction != Direction::kDispatch) return;
+  if (k.key.direction != Direction::kDispatch || k.pass != kForwardPass) return;
   if (last_dispatch_ && *last_dispatch_ < k && !(last_dispatch_->key == k.key)) {
     next_[last_dispatch_->key] = k.key;
   }

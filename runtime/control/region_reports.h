@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/control/plan_key.h"
 #include "runtime/locality/token_counts.h"
 #include "runtime/locality/traffic_matrix.h"
 
@@ -37,6 +38,7 @@ namespace mixnet::control {
 struct StepKey {
   int64_t iteration = 0;
   GateKey key;
+  int pass = kForwardPass;
   friend auto operator<=>(const StepKey&, const StepKey&) = default;
   friend bool operator==(const StepKey&, const StepKey&) = default;
 };
@@ -45,6 +47,7 @@ struct CompletedMatrix {
   StepKey key;
   TrafficMatrix matrix;              // region host order
   std::vector<std::string> missing;  // expected workers that did not report (timeout)
+  std::optional<PlanTarget> plan;    // the first row's plan request, if any
 };
 
 class RegionReports {
@@ -59,13 +62,13 @@ class RegionReports {
   // Checks and stores one row (InvalidArgument naming the worker when the
   // source or a peer is not a host of the region, a peer repeats, the column
   // and byte counts differ or a byte count is negative or not finite).
-  // Returns the matrix when this row completed it.
-  absl::StatusOr<std::optional<CompletedMatrix>> Add(const std::string& worker_id,
-                                                     const std::string& host, const StepKey& key,
-                                                     const std::vector<std::string>& peer_hosts,
-                                                     const std::vector<double>& bytes,
-                                                     const std::set<std::string>& expected,
-                                                     absl::Time now);
+  // Returns the matrix when this row completed it. The first row's `plan`
+  // is the matrix's.
+  absl::StatusOr<std::optional<CompletedMatrix>> Add(
+      const std::string& worker_id, const std::string& host, const StepKey& key,
+      const std::vector<std::string>& peer_hosts, const std::vector<double>& bytes,
+      const std::set<std::string>& expected, absl::Time now,
+      const std::optional<PlanTarget>& plan = std::nullopt);
 
   // Matrices now complete (a worker left) or timed out, oldest first.
   std::vector<CompletedMatrix> Expire(const std::set<std::string>& expected, absl::Time now,
@@ -74,7 +77,8 @@ class RegionReports {
   // Keys being assembled now.
   size_t pending() const { return pending_.size(); }
 
-  // Records that dispatch key `k` completed (for the key order).
+  // Records that dispatch key `k` completed (for the key order; forward
+  // keys only).
   void LearnOrder(const StepKey& k);
   // The dispatch key expected after `k` (same iteration, or the first of
   // the next), nullopt before the order is known.
@@ -88,6 +92,7 @@ class RegionReports {
   struct Pending {
     absl::Time first_row;
     std::map<std::string, Row> rows;  // by worker id
+    std::optional<PlanTarget> plan;
   };
   CompletedMatrix Build(const StepKey& key, const Pending& p,
                         const std::set<std::string>& expected) const;

@@ -99,6 +99,10 @@ class WorkerAgent::Impl {
     queue_.push_back(std::move(row));
   }
 
+  PlanOutcome AwaitPlan(const PlanTarget& target, absl::Duration timeout) {
+    return plans_.Await(target, timeout);
+  }
+
   WorkerAgentStats stats() const {
     absl::MutexLock l(&mu_);
     WorkerAgentStats s = stats_;
@@ -260,6 +264,7 @@ class WorkerAgent::Impl {
           if (target.epoch < installed) {
             absl::MutexLock l(&mu_);
             ++stats_.stale_events;
+            plans_.OnRoundEnd(target.epoch, false);
             return;
           }
           if (target.epoch > installed) {
@@ -287,6 +292,7 @@ class WorkerAgent::Impl {
         if (!st.ok()) {
           log::Warn("worker {}: COMMIT epoch {}: {}", o_.worker_id, target.epoch, st.ToString());
         }
+        plans_.OnRoundEnd(target.epoch, st.ok());
         Ack(target.epoch, v1::AckTopologyRequest::COMMITTED, st);
         return;
       }
@@ -301,6 +307,20 @@ class WorkerAgent::Impl {
         }
         log::Info("worker {}: round for epoch {} aborted: {}", o_.worker_id, target.epoch,
                   ev.reason());
+        plans_.OnRoundEnd(target.epoch, false);
+        return;
+      }
+      case v1::TopologyEvent::DECISION: {
+        const PlanTarget t{.iteration = ev.plan().iteration(),
+                           .layer = ev.plan().layer(),
+                           .pass = ev.plan().pass() == v1::BACKWARD ? kBackwardPass : kForwardPass};
+        log::Debug("worker {}: DECISION for {}: {} (model {:.2f} ms, installed {:.2f} ms){}",
+                   o_.worker_id, PlanTargetString(t),
+                   ev.reconfigure() ? absl::StrCat("round ", target.epoch) : "keep",
+                   ev.predicted_ms(), ev.current_ms(),
+                   ev.reason().empty() ? "" : absl::StrCat(": ", ev.reason()));
+        plans_.OnDecision(t, ev.reconfigure(), target.epoch, ev.reason(), ev.predicted_ms(),
+                          ev.current_ms());
         return;
       }
       default:
@@ -354,6 +374,14 @@ class WorkerAgent::Impl {
     r.set_layer(row.key.layer);
     r.set_micro_batch(row.key.micro_batch);
     r.set_direction(DirectionToProto(row.key.direction));
+    r.set_pass(row.pass == kBackwardPass ? v1::BACKWARD : v1::FORWARD);
+    if (row.plan) {
+      v1::PlanRequest* p = r.mutable_plan();
+      p->mutable_target()->set_iteration(row.plan->iteration);
+      p->mutable_target()->set_layer(row.plan->layer);
+      p->mutable_target()->set_pass(row.plan->pass == kBackwardPass ? v1::BACKWARD : v1::FORWARD);
+      p->set_source(row.plan->exact ? v1::PlanRequest::THIS_MATRIX : v1::PlanRequest::PREDICTED);
+    }
     for (const std::string& h : row.peer_hosts) r.add_peer_hosts(h);
     for (double b : row.bytes) r.add_bytes(b);
     return r;
@@ -399,7 +427,7 @@ class WorkerAgent::Impl {
         absl::MutexLock l(&mu_);
         // Pop only what was written (Report may have dropped the front meanwhile).
         if (!queue_.empty() && queue_.front().iteration == row.iteration &&
-            queue_.front().key == row.key) {
+            queue_.front().key == row.key && queue_.front().pass == row.pass) {
           queue_.pop_front();
         }
         ++stats_.reports_sent;
@@ -442,6 +470,7 @@ class WorkerAgent::Impl {
   grpc::ClientContext* report_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::deque<TrafficRow> queue_ ABSL_GUARDED_BY(mu_);
   WorkerAgentStats stats_ ABSL_GUARDED_BY(mu_);
+  PlanTracker plans_;  // locks itself
 };
 
 absl::StatusOr<std::unique_ptr<WorkerAgent>> WorkerAgent::Start(WorkerAgentOptions options) {
@@ -472,5 +501,8 @@ absl::StatusOr<router::Topology> WorkerAgent::WaitRegistered(absl::Duration time
 void WorkerAgent::Follow(router::TopologyFollower* follower) { impl_->Follow(follower); }
 void WorkerAgent::Report(TrafficRow row) { impl_->Report(std::move(row)); }
 WorkerAgentStats WorkerAgent::stats() const { return impl_->stats(); }
+PlanOutcome WorkerAgent::AwaitPlan(const PlanTarget& target, absl::Duration timeout) {
+  return impl_->AwaitPlan(target, timeout);
+}
 
 }  // namespace mixnet::control

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/control/plan_key.h"
+#include "runtime/control/plan_tracker.h"
 #include "runtime/locality/token_counts.h"
 #include "runtime/router/route_table.h"
 #include "runtime/router/topology_follower.h"
@@ -50,11 +53,17 @@ struct WorkerAgentOptions {
 
 // One row of a region's host-pair byte matrix: what `host` will send to each
 // peer host in the all-to-all `key` of `iteration`.
+// `pass`: forward rows feed the controller's predictor, backward rows (the
+// same traffic again) do not. `plan`: ask the controller to decide on a
+// topology for that target once the region's rows of this key are in; the
+// answer is awaited with AwaitPlan.
 struct TrafficRow {
   int64_t iteration = 0;
   GateKey key;
+  int pass = kForwardPass;
   std::vector<std::string> peer_hosts;
   std::vector<double> bytes;
+  std::optional<PlanTarget> plan;
 };
 
 struct WorkerAgentStats {
@@ -92,6 +101,12 @@ class WorkerAgent {
 
   // Queues a traffic row for the controller; never blocks.
   void Report(TrafficRow row);
+
+  // Waits until the controller has answered the plan request for `target`
+  // (sent with a Report) and, when it switches, until that round has ended
+  // here (COMMIT installed, or ABORT); at most `timeout`. The outcome says
+  // which, and how long the call waited.
+  PlanOutcome AwaitPlan(const PlanTarget& target, absl::Duration timeout);
 
   WorkerAgentStats stats() const;
 

@@ -16,6 +16,11 @@ target_compile_definitions(controller_restart_test PRIVATE
   MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
 add_dependencies(controller_restart_test mixnet-controller)
 if(TARGET mixnet_control_worker)
+  mixnet_add_test(NAME controller_plan_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_plan_test.cc
+    LIBS ${_ctl_test_libs} mixnet_control_worker
+    LABELS cpu
+    TIMEOUT 120)
   mixnet_add_test(NAME controller_agent_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_agent_test.cc
     LIBS ${_ctl_test_libs} mixnet_control_worker

@@ -1,0 +1,36 @@
+// PlanTarget: which all-to-alls of a training step a plan request is for
+// (mixnet.control.v1.PlanKey + PlanRequest.source), shared by the
+// controller (region_reports.h) and the worker agent (worker_agent.h).
+// Pure value type; any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace mixnet::control {
+
+// Passes of a training step (mixnet.control.v1.Pass without UNSPECIFIED).
+inline constexpr int kForwardPass = 0;
+inline constexpr int kBackwardPass = 1;
+
+// Decide on a topology for the all-to-alls of (iteration, layer, pass), from
+// the region predictor's forecast or, when `exact`, from the reported matrix
+// itself.
+struct PlanTarget {
+  int64_t iteration = 0;
+  int layer = 0;
+  int pass = kForwardPass;
+  bool exact = false;
+  friend bool operator==(const PlanTarget&, const PlanTarget&) = default;
+};
+
+// "iteration 3 layer 1 backward (exact)"
+inline std::string PlanTargetString(const PlanTarget& t) {
+  return absl::StrCat("iteration ", t.iteration, " layer ", t.layer,
+                      t.pass == kBackwardPass ? " backward" : " forward",
+                      t.exact ? " (exact)" : " (predicted)");
+}
+
+}  // namespace mixnet::control

@@ -1,0 +1,261 @@
+// Plan requests (label cpu): reports that ask the controller to decide on a
+// topology for a named coming all-to-all (mixnet.control.v1.PlanRequest),
+// answered by one DECISION event per request before the round's PREPARE.
+//   - THIS_MATRIX (the backward pass: the exact demand) switches to the
+//     matrix's plan; DECISION carries the round's epoch and the fluid
+//     model's estimates;
+//   - PREDICTED without history is declined ("no forecast");
+//   - PREDICTED from the previous iteration's forward matrix of that layer,
+//     when those circuits are installed already, is declined without a round;
+//   - backward rows do not feed the predictor;
+//   - PlanTracker (the worker side) waits for the decision and the round's end.
+// The test thread plus one watch reader thread per fake worker.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/control/plan_tracker.h"
+#include "tests/control/controller_test_util.h"
+
+namespace mixnet::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const RegionDef kR0{"r0", "h", 4, "ocs0", 1};
+
+class ControllerPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    absl::StatusOr<SimSwitch> sw = StartSimSwitch(dir_.path(), "ocs0");
+    ASSERT_TRUE(sw.ok()) << sw.status();
+    setup_.switches["ocs0"] = sw->address;
+    switch_ = std::move(*sw);
+    setup_.spec_yaml = MakeSpecYaml({kR0}, {"ocs0"});
+    setup_.state_dir = dir_.path() + "/ctl";
+    setup_.listen = "unix:" + dir_.path() + "/ctl.sock";
+    auto server = StartController(setup_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = Connect(server_->address());
+    stub_ = cv1::Controller::NewStub(channel_);
+    for (int i = 0; i < kR0.hosts; ++i) {
+      const std::string host = absl::StrCat("h", i);
+      hosts_.push_back(host);
+      auto w = std::make_unique<FakeWorker>(channel_, host + "/w", host);
+      grpc::Status s = w->Register();
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      w->StartWatch();
+      std::optional<cv1::TopologyEvent> snap = w->Next();
+      ASSERT_TRUE(snap.has_value());
+      ASSERT_EQ(snap->kind(), cv1::TopologyEvent::SNAPSHOT);
+      workers_.push_back(std::move(w));
+    }
+  }
+  void TearDown() override {
+    workers_.clear();
+    if (server_) server_->Shutdown(absl::Seconds(1));
+  }
+
+  // Every worker reports its row of `pairs` for (iteration, layer, pass),
+  // with the plan request `plan` when given.
+  void Report(int64_t iteration, int layer, cv1::Pass pass, const Pairs& pairs,
+              const std::optional<cv1::PlanRequest>& plan) {
+    for (int i = 0; i < kR0.hosts; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      cv1::ReportTrafficResponse resp;
+      auto writer = stub_->ReportTraffic(&ctx, &resp);
+      cv1::TrafficReport r;
+      r.set_worker_id(hosts_[i] + "/w");
+      r.set_host(hosts_[i]);
+      r.set_iteration(iteration);
+      r.set_layer(layer);
+      r.set_direction(cv1::DISPATCH);
+      r.set_pass(pass);
+      for (const std::string& h : hosts_) r.add_peer_hosts(h);
+      for (double b : Row(kR0.hosts, i, pairs)) r.add_bytes(b);
+      if (plan) *r.mutable_plan() = *plan;
+      writer->Write(r);
+      writer->WritesDone();
+      grpc::Status s = writer->Finish();
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+  }
+
+  static cv1::PlanRequest Plan(int64_t iteration, int layer, cv1::Pass pass,
+                               cv1::PlanRequest::Source source) {
+    cv1::PlanRequest p;
+    p.mutable_target()->set_iteration(iteration);
+    p.mutable_target()->set_layer(layer);
+    p.mutable_target()->set_pass(pass);
+    p.set_source(source);
+    return p;
+  }
+
+  // Every worker's next event is `kind` at `epoch`; returns worker 0's.
+  cv1::TopologyEvent ExpectAll(cv1::TopologyEvent::Kind kind, uint64_t epoch) {
+    cv1::TopologyEvent first;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      std::optional<cv1::TopologyEvent> ev = workers_[i]->Next();
+      EXPECT_TRUE(ev.has_value()) << hosts_[i] << ": no event";
+      if (!ev) continue;
+      EXPECT_EQ(ev->kind(), kind) << hosts_[i] << ": " << ev->DebugString();
+      EXPECT_EQ(ev->topology().epoch(), epoch) << hosts_[i];
+      if (i == 0) first = *ev;
+    }
+    return first;
+  }
+
+  TempDir dir_;
+  ControllerSetup setup_;
+  SimSwitch switch_;
+  std::unique_ptr<control::ControllerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<cv1::Controller::Stub> stub_;
+  std::vector<std::string> hosts_;
+  std::vector<std::unique_ptr<FakeWorker>> workers_;
+};
+
+TEST_F(ControllerPlanTest, ExactRequestIsDecidedThenSwitched) {
+  // Hosts 0-1 and 2-3 exchange 1e8 bytes, every other pair 1e5: one circuit
+  // per heavy pair (ports 1-2, 3-4), epoch 2 (the fresh controller is at 1).
+  Report(0, 1, cv1::BACKWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX));
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 2);
+  EXPECT_TRUE(d.reconfigure());
+  EXPECT_EQ(d.plan().iteration(), 0);
+  EXPECT_EQ(d.plan().layer(), 1);
+  EXPECT_EQ(d.plan().pass(), cv1::BACKWARD);
+  // With no circuits each heavy 1e8-byte flow crosses a 0.1 Gbit/s EPS NIC:
+  // at least 1e8 * 8 / 0.1e9 = 8 s. On a 100 Gbit/s circuit it takes 8 ms plus
+  // the light flows over EPS (two per host, 2e5 * 8 / 0.1e9 = 16 ms at most).
+  EXPECT_GE(d.current_ms(), 8000);
+  EXPECT_LT(d.predicted_ms(), 100);
+  EXPECT_GT(d.predicted_ms(), 0);
+  cv1::TopologyEvent prep = ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  EXPECT_EQ(CircuitPairs(prep.topology()), (Pairs{{1, 2}, {3, 4}}));
+  ExpectAll(cv1::TopologyEvent::COMMIT, 2);
+  auto sw = ReadSwitch(switch_.address);
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  EXPECT_EQ(sw->first, (Pairs{{1, 2}, {3, 4}}));
+}
+
+TEST_F(ControllerPlanTest, PredictedWithoutHistoryIsDeclined) {
+  Report(0, 0, cv1::FORWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::FORWARD, cv1::PlanRequest::PREDICTED));
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 0);
+  EXPECT_FALSE(d.reconfigure());
+  EXPECT_THAT(d.reason(), HasSubstr("no forecast for layer 1"));
+  absl::SleepFor(absl::Milliseconds(200));
+  for (auto& w : workers_) EXPECT_EQ(w->queued(), 0u) << "no round expected";
+  EXPECT_EQ(Status(*stub_).highest_epoch(), 1u);
+}
+
+TEST_F(ControllerPlanTest, PredictedFromTheLastIterationKeepsInstalledCircuits) {
+  // Iteration 0, layer 1 forward: observed by the predictor, and its exact
+  // backward plan installs circuits 1-2, 3-4.
+  Report(0, 1, cv1::FORWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX));
+  EXPECT_TRUE(ExpectAll(cv1::TopologyEvent::DECISION, 2).reconfigure());
+  ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  ExpectAll(cv1::TopologyEvent::COMMIT, 2);
+  // Backward rows of another pattern must not reach the predictor.
+  Report(0, 1, cv1::BACKWARD, {{0, 2}, {1, 3}}, std::nullopt);
+  // Iteration 1, after layer 0: the forecast for layer 1 ("last") is the
+  // forward pattern of iteration 0, which is installed: no round.
+  Report(1, 0, cv1::FORWARD, {{0, 3}, {1, 2}},
+         Plan(1, 1, cv1::FORWARD, cv1::PlanRequest::PREDICTED));
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 0);
+  EXPECT_FALSE(d.reconfigure()) << d.DebugString();
+  EXPECT_THAT(d.reason(), HasSubstr("gain 0.000 ms"));  // the same circuits: nothing to gain
+  EXPECT_EQ(d.plan().iteration(), 1);
+  absl::SleepFor(absl::Milliseconds(200));
+  for (auto& w : workers_) EXPECT_EQ(w->queued(), 0u) << "no round expected";
+}
+
+TEST_F(ControllerPlanTest, PlanRequestWithoutSourceIsRejected) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  cv1::ReportTrafficResponse resp;
+  auto writer = stub_->ReportTraffic(&ctx, &resp);
+  cv1::TrafficReport r;
+  r.set_worker_id("h0/w");
+  r.set_host("h0");
+  r.set_direction(cv1::DISPATCH);
+  r.mutable_plan()->mutable_target()->set_layer(1);
+  writer->Write(r);
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("without a source"));
+}
+
+using control::PlanOutcome;
+using control::PlanTarget;
+using control::PlanTracker;
+
+TEST(PlanTrackerTest, WaitsForTheDecisionAndTheRoundEnd) {
+  PlanTracker t;
+  const PlanTarget k{.iteration = 3, .layer = 1, .pass = control::kBackwardPass, .exact = true};
+  // Nothing yet: times out, says so.
+  PlanOutcome o = t.Await(k, absl::Milliseconds(20));
+  EXPECT_TRUE(o.timed_out);
+  EXPECT_FALSE(o.decided);
+  EXPECT_THAT(o.reason, HasSubstr("no DECISION"));
+  // A decision to switch at epoch 7: waits for the round.
+  t.OnDecision(k, true, 7, "", 1.5, 9.0);
+  o = t.Await(k, absl::Milliseconds(20));
+  EXPECT_TRUE(o.timed_out);
+  EXPECT_TRUE(o.decided);
+  EXPECT_THAT(o.reason, HasSubstr("not ended"));
+  std::thread ender([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    t.OnRoundEnd(7, true);
+  });
+  o = t.Await(k, absl::Seconds(5));
+  ender.join();
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_TRUE(o.committed);
+  EXPECT_EQ(o.epoch, 7u);
+  EXPECT_GE(o.waited, absl::Milliseconds(40));
+  EXPECT_DOUBLE_EQ(o.predicted_ms, 1.5);
+  // The exact flag is not part of the identity.
+  PlanTarget same = k;
+  same.exact = false;
+  EXPECT_TRUE(t.Await(same, absl::Milliseconds(1)).committed);
+  // A decision to keep: done at once.
+  const PlanTarget k2{.iteration = 4, .layer = 0};
+  t.OnDecision(k2, false, 0, "gain too small", 2, 2);
+  o = t.Await(k2, absl::Seconds(5));
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_FALSE(o.reconfigure);
+  EXPECT_EQ(o.reason, "gain too small");
+}
+
+TEST(PlanTrackerTest, AbortedAndMissedRoundsEnd) {
+  PlanTracker t;
+  const PlanTarget a{.iteration = 1, .layer = 0}, b{.iteration = 1, .layer = 1};
+  t.OnDecision(a, true, 5, "", 0, 0);
+  t.OnDecision(b, true, 6, "", 0, 0);
+  t.OnRoundEnd(5, false);
+  PlanOutcome o = t.Await(a, absl::Seconds(1));
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_FALSE(o.committed);
+  EXPECT_THAT(o.reason, HasSubstr("aborted"));
+  // Epoch 6's end was never seen, but 8 ended: rounds end in order.
+  t.OnRoundEnd(8, true);
+  o = t.Await(b, absl::Seconds(1));
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_FALSE(o.committed);
+  EXPECT_THAT(o.reason, HasSubstr("not seen"));
+}
+
+TEST(PlanTrackerTest, KeepsABoundedHistory) {
+  PlanTracker t(4);
+  for (int l = 0; l < 10; ++l) t.OnDecision(PlanTarget{.layer = l}, false, 0, "", 0, 0);
+  EXPECT_TRUE(t.Await(PlanTarget{.layer = 0}, absl::Milliseconds(1)).timed_out);  // evicted
+  EXPECT_FALSE(t.Await(PlanTarget{.layer = 9}, absl::Milliseconds(1)).timed_out);
+}
+
+}  // namespace
+}  // namespace mixnet::testing
