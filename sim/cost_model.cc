@@ -3,6 +3,10 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/common/status.h"
+
 namespace mixnet::sim {
 namespace {
 
@@ -55,6 +59,39 @@ absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& f, int gpus, cons
     }
   }
   return c;
+}
+
+absl::StatusOr<CostEqualOversub> CostEqualOversubscription(const Prices& prices, double gbps,
+                                                           int alpha, int nics_per_server) {
+  if (nics_per_server < 1 || alpha < 0 || alpha > nics_per_server) {
+    return absl::InvalidArgumentError(absl::StrCat("cost-equal oversubscription: alpha ", alpha,
+                                                   " of ", nics_per_server, " NICs"));
+  }
+  const int nics = nics_per_server;  // one server: every cost here is per NIC
+  FabricOptions f;
+  f.link_gbps = gbps;
+  f.nics_per_server = nics_per_server;
+  f.alpha = alpha;
+  f.kind = FabricKind::kMixNet;
+  ASSIGN_OR_RETURN(CostBreakdown mix, NetworkCost(f, nics, prices));
+  f.kind = FabricKind::kOversub;
+  f.oversub = 1;
+  ASSIGN_OR_RETURN(CostBreakdown one, NetworkCost(f, nics, prices));
+  f.oversub = 2;
+  ASSIGN_OR_RETURN(CostBreakdown two, NetworkCost(f, nics, prices));
+  CostEqualOversub out;
+  out.mixnet_per_nic = mix.total() / nics;
+  out.nonblocking_per_nic = one.total() / nics;
+  out.scaled_per_nic = 2 * (one.total() - two.total()) / nics;
+  out.fixed_per_nic = out.nonblocking_per_nic - out.scaled_per_nic;
+  if (out.mixnet_per_nic >= out.nonblocking_per_nic) return out;  // ratio 1
+  if (out.mixnet_per_nic <= out.fixed_per_nic) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "MixNet costs $%.0f per NIC, less than any oversubscribed tree ($%.0f per NIC fixed)",
+        out.mixnet_per_nic, out.fixed_per_nic));
+  }
+  out.ratio = out.scaled_per_nic / (out.mixnet_per_nic - out.fixed_per_nic);
+  return out;
 }
 
 double PerfPerDollarVsFatTree(double iteration_s, double cost, double ft_iteration_s,

@@ -30,6 +30,24 @@ struct CostBreakdown {
 absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& fabric, int gpus,
                                           const Prices& prices);
 
+// The oversubscription ratio r at which an oversubscribed fat-tree costs what
+// MixNet costs with `alpha` of `nics_per_server` NICs on circuits, at link
+// speed `gbps` (both from NetworkCost, so both from the price file). The
+// oversubscribed tree's cost per NIC is A + B / r (the NIC, its leaf port and
+// transceiver are fixed, the rest scales with 1 / r), so r = B / (C_mixnet - A).
+// 1 when MixNet costs at least the non-blocking tree. NotFound for an unknown
+// speed; FailedPrecondition when MixNet costs less than any oversubscribed
+// tree (C_mixnet <= A), naming both.
+struct CostEqualOversub {
+  double ratio = 1;
+  double mixnet_per_nic = 0;       // C_mixnet / NICs
+  double fixed_per_nic = 0;        // A
+  double scaled_per_nic = 0;       // B
+  double nonblocking_per_nic = 0;  // A + B
+};
+absl::StatusOr<CostEqualOversub> CostEqualOversubscription(const Prices& prices, double gbps,
+                                                           int alpha, int nics_per_server);
+
 // (1 / iteration) / cost, relative to the fat-tree's.
 double PerfPerDollarVsFatTree(double iteration_s, double cost, double fattree_iteration_s,
                               double fattree_cost);

@@ -68,5 +68,33 @@ TEST(CostModelTest, PriceFileMatchesThePaperTable) {
   EXPECT_NEAR(ft->total(), 16 * 13102.0, 1e-6);
 }
 
+TEST(CostModelTest, CostEqualOversubscriptionByHand) {
+  const Prices p = PaperPrices400();
+  // Per NIC at 400G: fat-tree 13102 (above). MixNet with 3 of 4 NICs on
+  // circuits: (13102 + 3 x (NIC 1499 + 659 + 500 m x 0.3 + OCS port 520)) / 4
+  // = (13102 + 3 x 2828) / 4 = 5396.5. Oversubscribed by r: fixed A = NIC
+  // 1499 + 2 x 659 + 1 x 1090 + 1 fibre 150 = 4057, scaled B = 5 x 659 +
+  // 5 x 1090 + 2 x 150 = 9045; A + B / r = 5396.5 at r = 9045 / 1339.5.
+  auto c = CostEqualOversubscription(p, 400, 3, 4);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NEAR(c->mixnet_per_nic, 5396.5, 1e-9);
+  EXPECT_NEAR(c->fixed_per_nic, 4057, 1e-9);
+  EXPECT_NEAR(c->scaled_per_nic, 9045, 1e-9);
+  EXPECT_NEAR(c->nonblocking_per_nic, 13102, 1e-9);
+  EXPECT_NEAR(c->ratio, 9045 / 1339.5, 1e-9);  // 6.75
+  // The paper's 6 of 8 is the same share of NICs: the same ratio.
+  auto paper = CostEqualOversubscription(p, 400, 6, 8);
+  ASSERT_TRUE(paper.ok());
+  EXPECT_NEAR(paper->ratio, c->ratio, 1e-9);
+  // No NIC on circuits costs what the fat-tree costs: ratio 1.
+  auto none = CostEqualOversubscription(p, 400, 0, 4);
+  ASSERT_TRUE(none.ok());
+  EXPECT_NEAR(none->ratio, 1, 1e-12);
+  // Every NIC on circuits (4 x 2828 / 4 = 2828 < A = 4057): no such tree.
+  EXPECT_TRUE(absl::IsFailedPrecondition(CostEqualOversubscription(p, 400, 4, 4).status()));
+  EXPECT_TRUE(absl::IsNotFound(CostEqualOversubscription(p, 100, 3, 4).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(CostEqualOversubscription(p, 400, 5, 4).status()));
+}
+
 }  // namespace
 }  // namespace mixnet::sim
