@@ -12,10 +12,22 @@ absl::string_view FabricName(FabricKind kind) {
       return "eps";
     case FabricKind::kMixnet:
       return "mixnet";
+    case FabricKind::kStatic:
+      return "static";
     case FabricKind::kNonblocking:
       return "nonblocking";
+    case FabricKind::kOversub:
+      return "oversub";
   }
   return "?";
+}
+
+std::optional<FabricKind> ParseFabric(absl::string_view name) {
+  for (FabricKind k : {FabricKind::kEps, FabricKind::kMixnet, FabricKind::kStatic,
+                       FabricKind::kNonblocking, FabricKind::kOversub}) {
+    if (FabricName(k) == name) return k;
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -25,8 +37,9 @@ std::string Address(const FabricShape& s, bool ocs, int nic, int host) {
 }
 }  // namespace
 
-std::string FabricSpecYaml(FabricKind kind, const FabricShape& s) {
-  const bool nonblocking = kind == FabricKind::kNonblocking;
+std::string FabricSpecYaml(FabricKind kind, const FabricShape& s,
+                           const std::vector<cluster::CircuitSpec>& circuits) {
+  const bool nonblocking = kind == FabricKind::kNonblocking || kind == FabricKind::kOversub;
   std::string y = absl::StrCat("# mixnet-demo: ", FabricName(kind), " fabric\nname: demo_",
                                FabricName(kind), "\n");
   if (!nonblocking) {
@@ -52,6 +65,13 @@ std::string FabricSpecYaml(FabricKind kind, const FabricShape& s) {
   y += "regions:\n  - {name: r0, hosts: [";
   for (int h = 0; h < s.hosts; ++h) absl::StrAppend(&y, h ? ", " : "", "h", h);
   y += "]}\n";
+  if (kind == FabricKind::kStatic && !circuits.empty()) {
+    y += "circuits:\n";
+    for (const cluster::CircuitSpec& c : circuits) {
+      absl::StrAppendFormat(&y, "  - {switch: %s, ports: [%d, %d]}\n", c.ocs_switch, c.port_a,
+                            c.port_b);
+    }
+  }
   return y;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "apps/demo/orchestrator.h"
 #include "apps/demo/worker.h"
@@ -15,6 +16,9 @@
 #endif
 #ifndef MIXNET_DEMO_CONTROLLER_PATH
 #define MIXNET_DEMO_CONTROLLER_PATH ""
+#endif
+#ifndef MIXNET_DEMO_PRICES_PATH
+#define MIXNET_DEMO_PRICES_PATH "sim/prices.yaml"
 #endif
 
 int main(int argc, char** argv) {
@@ -35,17 +39,22 @@ int main(int argc, char** argv) {
   DemoOptions o;
   o.ocsd_path = MIXNET_DEMO_OCSD_PATH;
   o.controller_path = MIXNET_DEMO_CONTROLLER_PATH;
-  std::string fabrics = "eps,mixnet,nonblocking";
+  o.prices_path = MIXNET_DEMO_PRICES_PATH;
+  std::string fabrics = absl::StrJoin(o.fabrics, ",");
+  bool sweep = false, no_progress = false;
   CLI::App app{
-      "mixnet-demo: MoE all-to-all on three fabrics of one emulated cluster (as root; loopback "
-      "otherwise):\n"
-      "EPS only, MixNet (OCS reconfigured by mixnet-controller), and a non-blocking EPS reference"};
+      "mixnet-demo: MoE training steps (forward and backward, every all-to-all byte-checked) on "
+      "five fabrics\nof one emulated cluster (as root; loopback otherwise): EPS only, an "
+      "oversubscribed EPS of MixNet's cost,\nMixNet's OCS with one static topology, MixNet "
+      "(OCS re-wired by mixnet-controller), and a non-blocking EPS"};
   app.add_option("--iterations", o.iterations, "training iterations per fabric")
       ->capture_default_str();
   app.add_option("--hosts", o.workload.hosts, "hosts (one worker each)")->capture_default_str();
   app.add_option("--ocs-nics", o.shape.ocs_nics, "OCS NICs per host (1..4)")->capture_default_str();
   app.add_option("--gbps", o.shape.gbps, "rate of every NIC, Gbit/s")->capture_default_str();
   app.add_option("--switch-ms", o.shape.switch_ms, "OCS switching time, ms")->capture_default_str();
+  app.add_option("--burst-ms", o.burst_ms, "tbf bucket of every link, ms of its rate")
+      ->capture_default_str();
   app.add_option("--layers", o.workload.layers, "MoE layers")->capture_default_str();
   app.add_option("--experts-per-host", o.workload.experts_per_host, "experts per host")
       ->capture_default_str();
@@ -57,14 +66,40 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drift-every", o.workload.drift_every, "iterations between popularity drifts")
       ->capture_default_str();
-  app.add_option("--compute-ms", o.compute_ms, "simulated compute per layer, ms")
-      ->capture_default_str();
   app.add_option("--seed", o.workload.seed, "workload seed")->capture_default_str();
   app.add_option("--trace", o.workload.trace,
                  "token-count trace (TrafficReport JSON lines) instead of the generator");
-  app.add_option("--fabrics", fabrics, "comma-separated: eps,mixnet,nonblocking")
+  app.add_option("--attention-ms", o.compute.attention_fwd_ms, "forward attention per layer, ms")
       ->capture_default_str();
-  app.add_flag("--json", o.json, "last line: one JSON object with the summary");
+  app.add_option("--expert-ms", o.compute.expert_fwd_ms, "forward expert compute per layer, ms")
+      ->capture_default_str();
+  app.add_option("--head-ms", o.compute.head_ms, "loss and head between the passes, ms")
+      ->capture_default_str();
+  app.add_option("--expert-bwd-ms", o.compute.expert_bwd_ms, "backward expert compute, ms")
+      ->capture_default_str();
+  app.add_option("--attention-bwd-ms", o.compute.attention_bwd_ms, "backward attention, ms")
+      ->capture_default_str();
+  app.add_option("--fabrics", fabrics,
+                 std::string("comma-separated, run in this order: ") + kFabricList)
+      ->capture_default_str();
+  app.add_option("--leaf-hosts", o.leaf_hosts, "oversub: hosts per leaf bridge")
+      ->capture_default_str();
+  app.add_option("--price-gbps", o.price_gbps,
+                 "oversub: the link speed whose prices make it cost what MixNet costs")
+      ->capture_default_str();
+  app.add_option("--prices", o.prices_path, "price file (sim/prices.yaml)")->capture_default_str();
+  app.add_option("--static-iterations", o.static_iterations,
+                 "static: plan from the mean matrix of this many first iterations")
+      ->capture_default_str();
+  app.add_option("--plan-wait-ms", o.plan_wait_ms,
+                 "mixnet: longest wait of a worker for the round planned for its next all-to-all")
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
+  app.add_option("--plot-dir", o.plot_dir, "write iterations.png (gnuplot) there");
+  app.add_flag("--sweep", sweep,
+               "affine share {0.25,0.5,0.75,0.9} x switching {10,25,100} ms for mixnet, static "
+               "and nonblocking; prints the ratio table");
+  app.add_flag("--no-progress", no_progress, "no progress lines on stderr");
   app.add_flag("--keep", o.keep, "leave namespaces and the run dir (debugging)");
   app.add_flag("--loopback", o.loopback, "loopback mode even as root (times not meaningful)");
   app.add_option("--prefix", o.prefix, "namespace prefix stem ([a-z0-9_], default mxdemo<pid>)");
@@ -86,9 +121,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout-s", o.timeout_s, "per-phase limit (0: from the run length)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  o.progress = !no_progress;
   o.fabrics.clear();
   for (absl::string_view f : absl::StrSplit(fabrics, ',', absl::SkipEmpty()))
     o.fabrics.emplace_back(f);
-  return RunDemo(std::move(o));
+  return sweep ? RunSweep(std::move(o)) : RunDemo(std::move(o));
 }

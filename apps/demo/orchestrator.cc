@@ -5,66 +5,30 @@
 #include "apps/demo/orchestrator.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "apps/demo/children.h"
+#include "apps/demo/phase_result.h"
+#include "apps/demo/report.h"
 #include "apps/demo/run_config.h"
 #include "emulation/emulated_fabric.h"
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
-#include "nlohmann/json.hpp"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
+#include "runtime/planner/cluster_planner.h"
+#include "sim/config.h"
+#include "sim/cost_model.h"
 
 namespace mixnet::demo {
 namespace {
-
-struct PhaseResult {
-  std::string fabric;
-  bool ran = false;
-  absl::Status status;
-  std::vector<double>
-      iteration_ms;  // per iteration: sum over layers of max-over-ranks dispatch + combine
-  uint64_t bytes_expected = 0;
-  uint64_t bytes_verified = 0;
-  uint64_t bytes_bad = 0;
-  int64_t reconfigurations = -1;  // controller rounds committed (mixnet)
-  int64_t rounds_aborted = 0, rounds_skipped = 0;
-  uint64_t agent_commits_max = 0;  // max over workers of WorkerAgentStats::commits
-  uint64_t highest_epoch = 0;      // the controller's, at the end (GetStatus)
-  // --kill-controller-after-s: the epoch before the kill, the restarted
-  // controller's first epoch, and whether the workers kept running meanwhile.
-  bool controller_killed = false;
-  uint64_t epoch_before_kill = 0;
-  uint64_t epoch_after_restart = 0;
-  bool workers_ran_through_outage = false;
-  int64_t rounds_before_kill = 0;  // committed by the killed controller
-  // Unix ms while no controller ran, and the (rank, layer) all-to-alls that
-  // completed inside that window (read from the result files).
-  double outage_from_ms = 0, outage_to_ms = 0;
-  int64_t layers_during_outage = 0;
-  // Mean over iterations [from, end).
-  double Mean(size_t from = 0) const {
-    if (iteration_ms.size() <= from) return 0;
-    double s = 0;
-    for (size_t i = from; i < iteration_ms.size(); ++i) s += iteration_ms[i];
-    return s / static_cast<double>(iteration_ms.size() - from);
-  }
-};
 
 void OnSignal(int) { g_interrupted = true; }
 
@@ -107,61 +71,70 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
   return absl::OkStatus();
 }
 
-// Reads every rank's result file into `r`.
-absl::Status ReadResults(const RunConfig& c, int hosts, int layers, PhaseResult& r) {
-  // (iteration, layer) -> max over ranks of dispatch / combine.
-  std::map<std::pair<int64_t, int>, std::pair<double, double>> worst;
-  for (int rank = 0; rank < hosts; ++rank) {
-    std::ifstream in(c.ResultFile(rank));
-    if (!in) return absl::NotFoundError(absl::StrCat(c.fabric, ": no results from rank ", rank));
-    std::string line;
-    while (std::getline(in, line)) {
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_object()) continue;
-      if (j.contains("final")) {
-        if (j.contains("agent")) {
-          r.agent_commits_max =
-              std::max<uint64_t>(r.agent_commits_max, j["agent"].value("commits", uint64_t{0}));
-        }
-        continue;
-      }
-      auto& w = worst[{j.value("iteration", int64_t{0}), j.value("layer", 0)}];
-      w.first = std::max(w.first, j.value("dispatch_ms", 0.0));
-      w.second = std::max(w.second, j.value("combine_ms", 0.0));
-      const double done_ms = j.value("t_report_ms", 0.0);
-      if (r.controller_killed && done_ms > r.outage_from_ms && done_ms < r.outage_to_ms) {
-        ++r.layers_during_outage;
-      }
-      r.bytes_verified += j.value("bytes_verified", uint64_t{0});
-      r.bytes_bad += j.value("bytes_bad", uint64_t{0});
+// Bytes every all-to-all of the run moves, summed (4 per layer per iteration).
+uint64_t ExpectedBytes(const Workload& w, int64_t iterations) {
+  uint64_t total = 0;
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int l = 0; l < w.layers(); ++l) {
+      for (size_t b : w.DispatchBytes(it, l)) total += 4 * b;
     }
   }
-  r.iteration_ms.assign(c.iterations, 0.0);
-  for (const auto& [key, w] : worst) {
-    if (key.first >= 0 && key.first < c.iterations) r.iteration_ms[key.first] += w.first + w.second;
+  return total;
+}
+
+}  // namespace
+
+// The static fabric's circuits: the planner's topology for the mean of the
+// first `first` iterations' matrices (every layer, both directions), planned
+// once as if from a profiling run.
+absl::StatusOr<std::vector<cluster::CircuitSpec>> StaticCircuits(const DemoOptions& o,
+                                                                 const Workload& w) {
+  ASSIGN_OR_RETURN(cluster::ClusterSpec spec,
+                   cluster::ClusterSpec::Parse(FabricSpecYaml(FabricKind::kMixnet, o.shape),
+                                               "static fabric spec"));
+  ASSIGN_OR_RETURN(planner::ClusterPlanner cp,
+                   planner::ClusterPlanner::Create(spec, o.shape.ocs_nics));
+  const int n = w.hosts();
+  TrafficMatrix mean(n);
+  const int64_t first = std::max<int64_t>(1, std::min<int64_t>(o.static_iterations, o.iterations));
+  const double scale = 1.0 / (2.0 * static_cast<double>(first) * w.layers());
+  for (int64_t it = 0; it < first; ++it) {
+    for (int l = 0; l < w.layers(); ++l) {
+      const std::vector<size_t> d = w.DispatchBytes(it, l);
+      for (int s = 0; s < n; ++s) {
+        for (int t = 0; t < n; ++t) {
+          if (s == t) continue;
+          mean.Add(s, t, scale * static_cast<double>(d[s * n + t] + d[t * n + s]));
+        }
+      }
+    }
   }
-  if (static_cast<int64_t>(worst.size()) != c.iterations * layers) {
-    return absl::DataLossError(absl::StrCat(c.fabric, ": results for ", worst.size(), " of ",
-                                            c.iterations * layers,
-                                            " (iteration, layer) all-to-alls"));
-  }
-  return absl::OkStatus();
+  planner::PlannerOptions po;
+  po.algorithm =
+      o.planner == "greedy" ? planner::Algorithm::kGreedy : planner::Algorithm::kImproved;
+  planner::DecideOptions decide;
+  decide.switch_s = 0;
+  ASSIGN_OR_RETURN(planner::ClusterDecision d,
+                   cp.Plan({mean}, std::vector<cluster::CircuitSpec>{}, po, decide));
+  return d.circuits;
 }
 
 class Demo {
  public:
-  Demo(DemoOptions o, Workload w, std::string run_dir)
-      : o_(std::move(o)), w_(std::move(w)), run_dir_(std::move(run_dir)) {}
+  Demo(DemoOptions o, Workload w, std::string run_dir, OversubInfo oversub,
+       std::vector<cluster::CircuitSpec> static_circuits)
+      : o_(std::move(o)),
+        w_(std::move(w)),
+        run_dir_(std::move(run_dir)),
+        oversub_(oversub),
+        static_circuits_(std::move(static_circuits)),
+        expected_(ExpectedBytes(w_, o_.iterations)) {}
 
   PhaseResult RunPhase(FabricKind kind) {
     PhaseResult r;
     r.fabric = std::string(FabricName(kind));
     r.ran = true;
-    for (int64_t it = 0; it < o_.iterations; ++it) {
-      for (int l = 0; l < w_.layers(); ++l) {
-        for (size_t b : w_.DispatchBytes(it, l)) r.bytes_expected += 2 * b;  // dispatch + combine
-      }
-    }
+    r.bytes_expected = expected_;
     Children children;
     std::unique_ptr<emulation::EmulatedFabric> fabric;
     r.status = Phase(kind, children, fabric, r);
@@ -191,63 +164,36 @@ class Demo {
     shape.loopback = o_.loopback;
     RunConfig c;
     c.workload = w_.options();
+    c.compute = o_.compute;
     c.fabric = name;
     c.iterations = o_.iterations;
-    c.compute_ms = o_.compute_ms;
     c.spec_path = dir + "/spec.yaml";
     c.store = "file:" + dir + "/store";
     c.results_dir = dir + "/results";
-    RETURN_IF_ERROR(WriteFile(c.spec_path, FabricSpecYaml(kind, shape)));
+    c.plan_wait_ms = o_.plan_wait_ms;
+    c.progress = o_.progress;
+    c.counters = !o_.loopback;
+    c.burst_ms = o_.burst_ms;
+    RETURN_IF_ERROR(WriteFile(c.spec_path, FabricSpecYaml(kind, shape, static_circuits_)));
     ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
+    double uplink_gbps = 0;
     if (!o_.loopback) {
-      const std::string prefix = absl::StrCat(prefix_stem(), name.substr(0, 1));
-      ASSIGN_OR_RETURN(fabric, emulation::EmulatedFabric::Up(spec, prefix));
+      emulation::EmulationOptions eo;
+      eo.burst_ms = o_.burst_ms;
+      if (kind == FabricKind::kOversub) {
+        eo.leaf_hosts = o_.leaf_hosts;
+        eo.uplink_gbps = uplink_gbps = oversub_.uplink_gbps;
+      }
+      const std::string prefix = absl::StrCat(prefix_stem(), name.substr(0, 2));
+      ASSIGN_OR_RETURN(fabric, emulation::EmulatedFabric::Up(spec, prefix, eo));
+      if (kind == FabricKind::kOversub) {
+        c.uplink_netns = fabric->EpsNamespace();
+        c.uplinks = fabric->UplinkNames();
+      }
     }
     const std::string ctl_target = absl::StrCat("unix:", dir, "/ctl.sock");
     if (kind == FabricKind::kMixnet) {
-      if (o_.controller_path.empty() || o_.ocsd_path.empty()) {
-        return absl::UnimplementedError(
-            "mixnet phase not available: mixnet-controller / mixnet-ocsd not built (give "
-            "--controller / --ocsd)");
-      }
-      const std::string ocsd_target = absl::StrCat("unix:", dir, "/ocsd.sock");
-      std::vector<std::string> ocsd = {o_.ocsd_path,
-                                       "--backend",
-                                       o_.loopback ? "sim" : "netns",
-                                       "--ports",
-                                       std::to_string(shape.hosts * shape.ocs_nics),
-                                       "--switch-ms",
-                                       absl::StrCat(shape.switch_ms),
-                                       "--listen",
-                                       ocsd_target,
-                                       "--state-dir",
-                                       dir + "/ocsd-state",
-                                       "--ready-file",
-                                       dir + "/ocsd.ready"};
-      if (!o_.loopback) ocsd.insert(ocsd.end(), {"--netns", fabric->OcsNamespace()});
-      RETURN_IF_ERROR(children.Spawn("mixnet-ocsd", "", ocsd));
-      RETURN_IF_ERROR(WaitForFile(dir + "/ocsd.ready", absl::Seconds(20), children, "mixnet-ocsd"));
-      std::vector<std::string> ctl = {o_.controller_path,
-                                      "--spec",
-                                      c.spec_path,
-                                      "--listen",
-                                      ctl_target,
-                                      "--ocs",
-                                      "ocs0=" + ocsd_target,
-                                      "--state-dir",
-                                      dir + "/ctl-state",
-                                      "--ready-file",
-                                      dir + "/ctl.ready",
-                                      "--planner",
-                                      o_.planner,
-                                      "--predictor",
-                                      o_.predictor,
-                                      "--prepare-deadline-ms",
-                                      std::to_string(o_.prepare_deadline_ms)};
-      ctl_argv_ = ctl;
-      RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl));
-      RETURN_IF_ERROR(
-          WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children, "mixnet-controller"));
+      RETURN_IF_ERROR(StartDaemons(children, fabric.get(), shape, dir, c.spec_path, ctl_target));
       c.controller = ctl_target;
     }
     const std::string config = dir + "/config.json";
@@ -261,7 +207,8 @@ class Demo {
           {SelfExe(), "worker", "--config", config, "--rank", std::to_string(rank)}));
     }
     const double auto_timeout =
-        90 + static_cast<double>(o_.iterations * w_.layers()) * (o_.compute_ms / 1000 + 1.0);
+        90 + static_cast<double>(o_.iterations) *
+                 (o_.compute.PerIterationMs(w_.layers()) / 1000 + 4.0 * w_.layers());
     const absl::Duration timeout = absl::Seconds(o_.timeout_s > 0 ? o_.timeout_s : auto_timeout);
     const absl::Time phase_deadline = absl::Now() + timeout;
     absl::Status waited;
@@ -269,6 +216,15 @@ class Demo {
       waited = KillAndRestartController(children, workers, ctl_target, dir, r);
     }
     if (waited.ok()) waited = children.WaitAll(phase_deadline - absl::Now(), workers);
+    if (!waited.ok() && !absl::IsCancelled(waited)) {
+      // One worker failed: the others follow (their peer is gone) or hang
+      // until their own timeouts; give them a moment, then name the earliest
+      // failure any of them recorded, which is the cause, not a victim.
+      (void)children.WaitAll(absl::Seconds(5), workers);
+      const std::string first = FirstFailure(c, w_.hosts());
+      if (!first.empty())
+        waited = absl::Status(waited.code(), absl::StrCat(first, " [", waited.message(), "]"));
+    }
     if (kind == FabricKind::kMixnet) {
       if (absl::Status s = ReadControllerStatus(ctl_target, r); !s.ok()) {
         log::Warn("{}", s.ToString());
@@ -279,9 +235,55 @@ class Demo {
       children.Stop("mixnet-controller (restarted)");
       children.Stop("mixnet-ocsd");
     }
-    absl::Status read = ReadResults(c, w_.hosts(), w_.layers(), r);
+    absl::Status read = ReadResults(c, spec, uplink_gbps, r);
     if (!waited.ok()) return Annotate(waited, absl::StrCat(name, " phase"));
     return read;
+  }
+
+  absl::Status StartDaemons(Children& children, emulation::EmulatedFabric* fabric,
+                            const FabricShape& shape, const std::string& dir,
+                            const std::string& spec_path, const std::string& ctl_target) {
+    if (o_.controller_path.empty() || o_.ocsd_path.empty()) {
+      return absl::UnimplementedError(
+          "mixnet phase not available: mixnet-controller / mixnet-ocsd not built (give "
+          "--controller / --ocsd)");
+    }
+    const std::string ocsd_target = absl::StrCat("unix:", dir, "/ocsd.sock");
+    std::vector<std::string> ocsd = {o_.ocsd_path,
+                                     "--backend",
+                                     fabric == nullptr ? "sim" : "netns",
+                                     "--ports",
+                                     std::to_string(shape.hosts * shape.ocs_nics),
+                                     "--switch-ms",
+                                     absl::StrCat(shape.switch_ms),
+                                     "--listen",
+                                     ocsd_target,
+                                     "--state-dir",
+                                     dir + "/ocsd-state",
+                                     "--ready-file",
+                                     dir + "/ocsd.ready"};
+    if (fabric != nullptr) ocsd.insert(ocsd.end(), {"--netns", fabric->OcsNamespace()});
+    RETURN_IF_ERROR(children.Spawn("mixnet-ocsd", "", ocsd));
+    RETURN_IF_ERROR(WaitForFile(dir + "/ocsd.ready", absl::Seconds(20), children, "mixnet-ocsd"));
+    ctl_argv_ = {o_.controller_path,
+                 "--spec",
+                 spec_path,
+                 "--listen",
+                 ctl_target,
+                 "--ocs",
+                 "ocs0=" + ocsd_target,
+                 "--state-dir",
+                 dir + "/ctl-state",
+                 "--ready-file",
+                 dir + "/ctl.ready",
+                 "--planner",
+                 o_.planner,
+                 "--predictor",
+                 o_.predictor,
+                 "--prepare-deadline-ms",
+                 std::to_string(o_.prepare_deadline_ms)};
+    RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl_argv_));
+    return WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children, "mixnet-controller");
   }
 
   // --kill-controller-after-s: SIGKILL the controller mid-run, keep it down,
@@ -333,153 +335,83 @@ class Demo {
   const DemoOptions o_;
   const Workload w_;
   const std::string run_dir_;
+  const OversubInfo oversub_;
+  const std::vector<cluster::CircuitSpec> static_circuits_;
+  const uint64_t expected_;
   std::vector<std::string> ctl_argv_;
 };
 
-void PrintReport(const DemoOptions& o, const std::vector<PhaseResult>& phases) {
-  const PhaseResult* by[3] = {nullptr, nullptr, nullptr};
-  for (const PhaseResult& p : phases) {
-    if (p.fabric == "eps") by[0] = &p;
-    if (p.fabric == "mixnet") by[1] = &p;
-    if (p.fabric == "nonblocking") by[2] = &p;
+absl::Status ValidateOptions(const DemoOptions& o) {
+  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+  if (o.iterations < 1) return bad(absl::StrCat("--iterations ", o.iterations, ": need >= 1"));
+  if (o.shape.ocs_nics < 1 || o.shape.ocs_nics > 4) {
+    return bad(absl::StrCat("--ocs-nics ", o.shape.ocs_nics, ": need 1..4"));
   }
-  auto cell = [](const PhaseResult* p, int64_t it) {
-    if (p == nullptr || it >= static_cast<int64_t>(p->iteration_ms.size()) || !p->status.ok()) {
-      return std::string("-");
+  if (!(o.shape.gbps > 0) || !std::isfinite(o.shape.gbps)) {
+    return bad(absl::StrCat("--gbps ", o.shape.gbps, ": need > 0"));
+  }
+  if (!(o.shape.switch_ms >= 0) || !std::isfinite(o.shape.switch_ms)) {
+    return bad(absl::StrCat("--switch-ms ", o.shape.switch_ms, ": need >= 0"));
+  }
+  if (!(o.burst_ms > 0) || !std::isfinite(o.burst_ms)) {
+    return bad(absl::StrCat("--burst-ms ", o.burst_ms, ": need > 0"));
+  }
+  if (o.workload.tokens < 1)
+    return bad(absl::StrCat("--tokens ", o.workload.tokens, ": need >= 1"));
+  const bool oversub =
+      std::find(o.fabrics.begin(), o.fabrics.end(), "oversub") != o.fabrics.end();
+  if (oversub && (o.leaf_hosts < 1 || o.leaf_hosts >= o.workload.hosts)) {
+    return bad(absl::StrCat("--leaf-hosts ", o.leaf_hosts, ": need 1..", o.workload.hosts - 1,
+                            " (at least two leaves)"));
+  }
+  if (o.static_iterations < 1) {
+    return bad(absl::StrCat("--static-iterations ", o.static_iterations, ": need >= 1"));
+  }
+  if (o.plan_wait_ms < 0 || o.prepare_deadline_ms < 1 || o.timeout_s < 0 ||
+      o.kill_controller_after_s < 0 || o.controller_down_s < 0) {
+    return bad(
+        "--plan-wait-ms, --prepare-deadline-ms, --timeout-s and the fault times must not "
+        "be negative");
+  }
+  RETURN_IF_ERROR(o.compute.Validate());
+  for (const std::string& f : o.fabrics) {
+    if (!ParseFabric(f)) {
+      return bad(absl::StrCat("unknown fabric '", f, "' (", kFabricList, ")"));
     }
-    return absl::StrFormat("%.1f", p->iteration_ms[it]);
-  };
-  std::printf(
-      "\n# all-to-all time per iteration (ms; dispatch + combine of every layer, max over "
-      "ranks)\n");
-  std::printf("%9s %12s %12s %14s\n", "iteration", "eps", "mixnet", "nonblocking");
-  for (int64_t it = 0; it < o.iterations; ++it) {
-    std::printf("%9ld %12s %12s %14s\n", static_cast<long>(it), cell(by[0], it).c_str(),
-                cell(by[1], it).c_str(), cell(by[2], it).c_str());
   }
-  auto mean = [](const PhaseResult* p) { return p != nullptr && p->status.ok() ? p->Mean() : 0.0; };
-  const double eps = mean(by[0]), mix = mean(by[1]), nb = mean(by[2]);
-  // Lost: bytes received wrong, plus bytes never verified in a phase that
-  // completed (a failed phase is reported as failed, not as lost bytes).
-  uint64_t verified = 0, expected = 0, lost = 0;
-  for (const PhaseResult& p : phases) {
-    verified += p.bytes_verified;
-    expected += p.bytes_expected;
-    lost += p.bytes_bad;
-    if (p.status.ok() && p.bytes_expected > p.bytes_verified + p.bytes_bad) {
-      lost += p.bytes_expected - p.bytes_verified - p.bytes_bad;
-    }
+  if (o.fabrics.empty()) return bad(absl::StrCat("--fabrics: none given (", kFabricList, ")"));
+  if (o.planner != "improved" && o.planner != "greedy") {
+    return bad(absl::StrCat("--planner ", o.planner, ": improved or greedy"));
   }
-  std::printf("\n# summary (%s)\n",
-              o.loopback ? "loopback: times are NOT meaningful" : "emulated cluster");
-  std::printf("mean per-iteration all-to-all: eps %.1f ms, mixnet %.1f ms, nonblocking %.1f ms\n",
-              eps, mix, nb);
-  if (mix > 0 && eps > 0) std::printf("mixnet / eps-only:    %.2fx (target <= 0.60x)\n", mix / eps);
-  if (mix > 0 && nb > 0) std::printf("mixnet / nonblocking: %.2fx (target <= 1.15x)\n", mix / nb);
-  if (o.iterations > 1 && mix > 0 && eps > 0 && nb > 0) {
-    // Iteration 0 has no history: the controller learns the layer order and
-    // predicts from it (the JSON keeps the mean over every iteration).
-    auto warm = [](const PhaseResult* p) { return p->Mean(1); };
-    std::printf(
-        "from iteration 1 on: eps %.1f ms, mixnet %.1f ms (%.2fx), nonblocking %.1f ms (%.2fx)\n",
-        warm(by[0]), warm(by[1]), warm(by[1]) / warm(by[0]), warm(by[2]),
-        warm(by[1]) / warm(by[2]));
-  }
-  int64_t reconf = 0;
-  if (by[1] != nullptr) {
-    reconf = std::max<int64_t>(by[1]->reconfigurations, 0);
-    std::printf(
-        "reconfigurations: %ld committed (controller GetStatus), %ld aborted, %ld skipped; "
-        "max commits seen by a worker: %lu\n",
-        static_cast<long>(reconf), static_cast<long>(by[1]->rounds_aborted),
-        static_cast<long>(by[1]->rounds_skipped),
-        static_cast<unsigned long>(by[1]->agent_commits_max));
-  }
-  if (by[1] != nullptr && by[1]->controller_killed) {
-    std::printf(
-        "controller killed at epoch %lu, restarted at epoch %lu (workers ran on meanwhile: "
-        "%s, %ld rank-layers completed while it was down); %lu epochs at the end\n",
-        static_cast<unsigned long>(by[1]->epoch_before_kill),
-        static_cast<unsigned long>(by[1]->epoch_after_restart),
-        by[1]->workers_ran_through_outage ? "yes" : "no",
-        static_cast<long>(by[1]->layers_during_outage),
-        static_cast<unsigned long>(by[1]->highest_epoch));
-  }
-  std::printf("bytes verified: %lu of %lu expected; lost or corrupted: %lu\n",
-              static_cast<unsigned long>(verified), static_cast<unsigned long>(expected),
-              static_cast<unsigned long>(lost));
-  for (const PhaseResult& p : phases) {
-    if (!p.status.ok())
-      std::printf("FAILED %s phase: %s\n", p.fabric.c_str(), p.status.ToString().c_str());
-  }
-  if (o.json) {
-    if (by[1] != nullptr && by[1]->controller_killed) {
-      // The fault summary goes on the line before the last.
-      nlohmann::ordered_json f = {{"controller_killed_at_epoch", by[1]->epoch_before_kill},
-                                  {"controller_restarted_at_epoch", by[1]->epoch_after_restart},
-                                  {"workers_ran_through_outage", by[1]->workers_ran_through_outage},
-                                  {"layers_during_outage", by[1]->layers_during_outage},
-                                  {"final_epoch", by[1]->highest_epoch}};
-      std::printf("%s\n", f.dump().c_str());
-    }
-    // The keys the issue asks for; eps_only_ms is the EPS-only fabric.
-    nlohmann::ordered_json out = {{"iterations", o.iterations}, {"eps_only_ms", eps},
-                                  {"mixnet_ms", mix},           {"nonblocking_ms", nb},
-                                  {"reconfigurations", reconf}, {"bytes_verified", verified},
-                                  {"bytes_lost", lost}};
-    std::printf("%s\n", out.dump().c_str());
-  }
-  std::fflush(stdout);
+  return absl::OkStatus();
 }
 
-}  // namespace
+absl::StatusOr<OversubInfo> CostEqualUplinks(const DemoOptions& o) {
+  ASSIGN_OR_RETURN(sim::Prices prices, sim::LoadPrices(o.prices_path));
+  const int nics = 1 + o.shape.ocs_nics;
+  ASSIGN_OR_RETURN(sim::CostEqualOversub c,
+                   sim::CostEqualOversubscription(prices, o.price_gbps, o.shape.ocs_nics, nics));
+  OversubInfo info;
+  info.cost = c;
+  info.price_gbps = o.price_gbps;
+  info.leaf_hosts = o.leaf_hosts;
+  info.uplink_gbps = o.leaf_hosts * nics * o.shape.gbps / c.ratio;
+  return info;
+}
 
-int RunDemo(DemoOptions o) {
-  o.shape.hosts = o.workload.hosts;
-  if (o.shape.ocs_nics < 1 || o.shape.ocs_nics > 4 || o.iterations < 1 || o.shape.gbps <= 0) {
-    std::fprintf(stderr, "mixnet-demo: need --ocs-nics in 1..4, --iterations >= 1, --gbps > 0\n");
-    return 2;
-  }
+int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversub,
+              std::vector<PhaseResult>& phases) {
   std::vector<FabricKind> kinds;
-  for (const std::string& f : o.fabrics) {
-    if (f == "eps")
-      kinds.push_back(FabricKind::kEps);
-    else if (f == "mixnet")
-      kinds.push_back(FabricKind::kMixnet);
-    else if (f == "nonblocking")
-      kinds.push_back(FabricKind::kNonblocking);
-    else {
-      std::fprintf(stderr, "mixnet-demo: unknown fabric '%s' (eps, mixnet, nonblocking)\n",
-                   f.c_str());
-      return 2;
+  for (const std::string& f : o.fabrics) kinds.push_back(*ParseFabric(f));
+  std::vector<cluster::CircuitSpec> static_circuits;
+  if (std::find(kinds.begin(), kinds.end(), FabricKind::kStatic) != kinds.end()) {
+    absl::StatusOr<std::vector<cluster::CircuitSpec>> c = StaticCircuits(o, w);
+    if (!c.ok()) {
+      std::fprintf(stderr, "mixnet-demo: static topology: %s\n", c.status().ToString().c_str());
+      return 1;
     }
+    static_circuits = *c;
   }
-  if (geteuid() != 0 && !o.loopback) {
-    o.loopback = true;
-    std::printf(
-        "# NOTICE: not root, so no emulated cluster: every host runs on loopback (127.x addresses, "
-        "no\n"
-        "# rate limits) and mixnet-ocsd uses the sim backend. Times are NOT meaningful; "
-        "correctness and\n"
-        "# the control loop are exercised.\n");
-  } else if (o.loopback) {
-    std::printf(
-        "# NOTICE: --loopback: hosts on 127.x addresses, sim OCS; times are NOT meaningful.\n");
-  }
-  absl::StatusOr<Workload> w = Workload::Create(o.workload);
-  if (!w.ok()) {
-    std::fprintf(stderr, "mixnet-demo: %s\n", w.status().ToString().c_str());
-    return 2;
-  }
-  o.workload = w->options();
-  std::printf("# %s\n", w->Describe().c_str());
-  std::printf(
-      "# fabric: %d hosts; eps: 1 EPS NIC + %d dark OCS NICs; mixnet: the same + OCS (switch %g "
-      "ms) and "
-      "controller; nonblocking: %d EPS NICs; every NIC %g Gbit/s; compute %g ms per layer\n",
-      o.shape.hosts, o.shape.ocs_nics, o.shape.switch_ms, 1 + o.shape.ocs_nics, o.shape.gbps,
-      o.compute_ms);
-  std::fflush(stdout);
   char tmpl[] = "/tmp/mixnet-demo-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     std::fprintf(stderr, "mixnet-demo: mkdtemp /tmp/mixnet-demo-XXXXXX: %s\n",
@@ -487,22 +419,15 @@ int RunDemo(DemoOptions o) {
     return 1;
   }
   const std::string run_dir = tmpl;
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  Demo demo(o, *std::move(w), run_dir);
-  std::vector<PhaseResult> phases;
+  Demo demo(o, w, run_dir, oversub, static_circuits);
   for (FabricKind k : kinds) {
     if (g_interrupted) break;
-    std::printf("# running the %s phase...\n", std::string(FabricName(k)).c_str());
-    std::fflush(stdout);
+    std::fprintf(stderr, "# running the %s phase...\n", std::string(FabricName(k)).c_str());
     phases.push_back(demo.RunPhase(k));
     if (!phases.back().status.ok()) {
       std::fprintf(stderr, "mixnet-demo: %s\n", phases.back().status.ToString().c_str());
     }
   }
-  PrintReport(o, phases);
   if (o.keep) {
     std::printf("# --keep: run dir %s left in place\n", run_dir.c_str());
   } else {
@@ -510,9 +435,100 @@ int RunDemo(DemoOptions o) {
     std::filesystem::remove_all(run_dir, ec);
   }
   bool ok = !g_interrupted && phases.size() == kinds.size();
-  for (const PhaseResult& p : phases)
+  for (const PhaseResult& p : phases) {
     ok = ok && p.status.ok() && p.bytes_bad == 0 && p.bytes_verified == p.bytes_expected;
+  }
   return ok ? 0 : 1;
+}
+
+// Common set-up of RunDemo and RunSweep: checks, mode notices, signals, the
+// workload and the oversubscribed fabric's uplinks. Exit code 2 on bad options.
+int Prepare(DemoOptions& o, std::optional<Workload>& w, OversubInfo& oversub) {
+  o.shape.hosts = o.workload.hosts;
+  if (absl::Status s = ValidateOptions(o); !s.ok()) {
+    std::fprintf(stderr, "mixnet-demo: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<Workload> wl = Workload::Create(o.workload);
+  if (!wl.ok()) {
+    std::fprintf(stderr, "mixnet-demo: %s\n", wl.status().ToString().c_str());
+    return 2;
+  }
+  absl::StatusOr<OversubInfo> ov = CostEqualUplinks(o);
+  if (!ov.ok()) {
+    std::fprintf(stderr, "mixnet-demo: cost-equal oversubscription: %s\n",
+                 ov.status().ToString().c_str());
+    return 2;
+  }
+  oversub = *ov;
+  o.workload = wl->options();
+  w.emplace(*std::move(wl));
+  if (geteuid() != 0 && !o.loopback) {
+    o.loopback = true;
+    std::printf(
+        "# NOTICE: not root, so no emulated cluster: every host runs on loopback (127.x "
+        "addresses, no\n# rate limits) and mixnet-ocsd uses the sim backend. Times are NOT "
+        "meaningful; correctness and\n# the control loop are exercised.\n");
+  } else if (o.loopback) {
+    std::printf(
+        "# NOTICE: --loopback: hosts on 127.x addresses, sim OCS; times are NOT meaningful.\n");
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return 0;
+}
+
+int RunDemo(DemoOptions o) {
+  std::optional<Workload> w;
+  OversubInfo oversub;
+  if (int rc = Prepare(o, w, oversub); rc != 0) return rc;
+  PrintHeader(o, *w, oversub);
+  std::vector<PhaseResult> phases;
+  const int rc = RunPhases(o, *w, oversub, phases);
+  PrintReport(o, oversub, phases);
+  if (!o.plot_dir.empty()) {
+    if (absl::Status s = WritePlot(o, phases); !s.ok()) {
+      std::fprintf(stderr, "mixnet-demo: --plot-dir: %s\n", s.ToString().c_str());
+    }
+  }
+  return rc;
+}
+
+int RunSweep(DemoOptions o) {
+  std::optional<Workload> w;
+  OversubInfo oversub;
+  if (int rc = Prepare(o, w, oversub); rc != 0) return rc;
+  PrintHeader(o, *w, oversub);
+  std::vector<SweepCell> cells;
+  int rc = 0;
+  for (double share : {0.25, 0.5, 0.75, 0.9}) {
+    DemoOptions base = o;
+    base.workload.affine_share = share;
+    absl::StatusOr<Workload> ws = Workload::Create(base.workload);
+    if (!ws.ok()) return 2;
+    // The static and non-blocking fabrics do not switch: once per share.
+    base.fabrics = {"static", "nonblocking"};
+    std::vector<PhaseResult> fixed;
+    rc = std::max(rc, RunPhases(base, *ws, oversub, fixed));
+    for (double sw : {10.0, 25.0, 100.0}) {
+      if (g_interrupted) break;
+      DemoOptions m = base;
+      m.fabrics = {"mixnet"};
+      m.shape.switch_ms = sw;
+      std::vector<PhaseResult> mix;
+      rc = std::max(rc, RunPhases(m, *ws, oversub, mix));
+      SweepCell cell{share, sw, {}};
+      cell.phases = fixed;
+      cell.phases.insert(cell.phases.end(), mix.begin(), mix.end());
+      PrintSweepCell(o, cell);
+      cells.push_back(std::move(cell));
+    }
+    if (g_interrupted) break;
+  }
+  PrintSweepTable(o, cells);
+  return g_interrupted ? 1 : rc;
 }
 
 }  // namespace mixnet::demo

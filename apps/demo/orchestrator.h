@@ -1,8 +1,9 @@
-// `mixnet-demo [flags]`: the orchestrator. For each fabric (eps, mixnet,
-// nonblocking) it brings up the cluster (emulated in network namespaces as
-// root; loopback otherwise), starts mixnet-ocsd and mixnet-controller for the
-// mixnet phase, spawns one worker per host, collects their per-layer timings
-// and byte checks, and prints the per-iteration table and the summary.
+// `mixnet-demo [flags]`: the orchestrator. For each fabric (eps, oversub,
+// static, mixnet, nonblocking) it brings up the cluster (emulated in network
+// namespaces as root; loopback otherwise), starts mixnet-ocsd and
+// mixnet-controller for the mixnet phase, spawns one worker per host running
+// the training step of step.h, collects what they measured (phase_result.h)
+// and prints the per-iteration table and the summary (report.h).
 // Runs on the main thread; SIGINT/SIGTERM end the run with a clean-up.
 #pragma once
 
@@ -10,27 +11,39 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "apps/demo/fabric_spec.h"
+#include "apps/demo/step.h"
 #include "apps/demo/workload.h"
 
 namespace mixnet::demo {
 
 struct DemoOptions {
   WorkloadOptions workload;
+  ComputeOptions compute;
   FabricShape shape;  // shape.hosts is taken from workload.hosts
-  int64_t iterations = 20;
-  double compute_ms = 200;  // hides a reconfiguration round (~50-250 ms here)
-  std::vector<std::string> fabrics = {"eps", "mixnet", "nonblocking"};
+  int64_t iterations = 8;
+  std::vector<std::string> fabrics = {"eps", "oversub", "static", "mixnet", "nonblocking"};
+  double burst_ms = 1;  // tbf bucket of every link, ms of its rate
+  // oversub: hosts per leaf; its uplinks cost-equal to MixNet at price_gbps
+  // under the price file (sim/prices.yaml).
+  int leaf_hosts = 4;
+  double price_gbps = 400;
+  std::string prices_path;
+  int static_iterations = 3;  // static: planned from the mean of these first iterations
   bool json = false;
   bool keep = false;      // leave namespaces and the run dir
   bool loopback = false;  // force loopback mode even as root
+  bool progress = true;   // a line per iteration on stderr
+  std::string plot_dir;   // gnuplot PNG of per-iteration times
   std::string prefix;     // namespace prefix stem (default "mxdemo<pid>")
   std::string ocsd_path;
   std::string controller_path;
   std::string planner = "improved";
   std::string predictor = "last";
   int prepare_deadline_ms = 2000;
-  double timeout_s = 0;  // per phase; 0: from the run length
+  int plan_wait_ms = 5000;  // longest wait of a worker for a planned round
+  double timeout_s = 0;     // per phase; 0: from the run length
   // Fault injection (mixnet phase): SIGKILL the controller this long after the
   // workers start (0: never), leave it down for controller_down_s, then
   // restart it on the same state dir; the summary reports the epochs.
@@ -38,7 +51,15 @@ struct DemoOptions {
   double controller_down_s = 2;
 };
 
+// InvalidArgument naming the flag for bad options (before anything starts).
+absl::Status ValidateOptions(const DemoOptions& o);
+
 // Exit code: 0 ok; 1 a phase failed or some byte was lost; 2 bad options.
 int RunDemo(DemoOptions options);
+
+// --sweep: affine share {0.25, 0.5, 0.75, 0.9} x switching {10, 25, 100} ms
+// for mixnet, static and nonblocking; prints the ratio table (and, with
+// --json, one object per cell). Exit code as RunDemo.
+int RunSweep(DemoOptions options);
 
 }  // namespace mixnet::demo

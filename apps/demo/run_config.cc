@@ -11,6 +11,7 @@ namespace mixnet::demo {
 
 std::string RunConfig::ToJson() const {
   const WorkloadOptions& w = workload;
+  const ComputeOptions& k = compute;
   nlohmann::json j = {{"workload",
                        {{"hosts", w.hosts},
                         {"layers", w.layers},
@@ -23,14 +24,25 @@ std::string RunConfig::ToJson() const {
                         {"drift_every", w.drift_every},
                         {"jitter", w.jitter},
                         {"trace", w.trace}}},
+                      {"compute",
+                       {{"attention_fwd_ms", k.attention_fwd_ms},
+                        {"expert_fwd_ms", k.expert_fwd_ms},
+                        {"head_ms", k.head_ms},
+                        {"expert_bwd_ms", k.expert_bwd_ms},
+                        {"attention_bwd_ms", k.attention_bwd_ms}}},
                       {"fabric", fabric},
                       {"iterations", iterations},
-                      {"compute_ms", compute_ms},
                       {"spec_path", spec_path},
                       {"store", store},
                       {"controller", controller},
                       {"results_dir", results_dir},
-                      {"timeout_ms", timeout_ms}};
+                      {"timeout_ms", timeout_ms},
+                      {"plan_wait_ms", plan_wait_ms},
+                      {"uplink_netns", uplink_netns},
+                      {"uplinks", uplinks},
+                      {"progress", progress},
+                      {"counters", counters},
+                      {"burst_ms", burst_ms}};
   return j.dump(2);
 }
 
@@ -51,14 +63,25 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.workload.drift_every = w.at("drift_every");
     c.workload.jitter = w.at("jitter");
     c.workload.trace = w.at("trace");
+    const nlohmann::json& k = j.at("compute");
+    c.compute.attention_fwd_ms = k.at("attention_fwd_ms");
+    c.compute.expert_fwd_ms = k.at("expert_fwd_ms");
+    c.compute.head_ms = k.at("head_ms");
+    c.compute.expert_bwd_ms = k.at("expert_bwd_ms");
+    c.compute.attention_bwd_ms = k.at("attention_bwd_ms");
     c.fabric = j.at("fabric");
     c.iterations = j.at("iterations");
-    c.compute_ms = j.at("compute_ms");
     c.spec_path = j.at("spec_path");
     c.store = j.at("store");
     c.controller = j.at("controller");
     c.results_dir = j.at("results_dir");
     c.timeout_ms = j.at("timeout_ms");
+    c.plan_wait_ms = j.at("plan_wait_ms");
+    c.uplink_netns = j.at("uplink_netns");
+    c.uplinks = j.at("uplinks").get<std::vector<std::string>>();
+    c.progress = j.at("progress");
+    c.counters = j.at("counters");
+    c.burst_ms = j.at("burst_ms");
     return c;
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: ", e.what()));

@@ -1,45 +1,57 @@
 // What the orchestrator tells each worker process of one fabric phase: the
-// workload, the run length, where the spec, store, controller and result
-// files are. Written once as JSON into the run dir by the orchestrator
-// (main thread), read by each worker at start. Plain value type.
+// workload, the training step, the run length, where the spec, store,
+// controller and result files are. Written once as JSON into the run dir by
+// the orchestrator (main thread), read by each worker at start. Plain value
+// type.
+//
+// Each worker writes one JSON object per line to ResultFile(rank):
+//   {"type":"a2a", "iteration", "seq" (index in the iteration), "name",
+//    "layer", "pass", "ms", "bytes_verified", "bytes_bad", "epoch",
+//    "nics": {ifname: [rx, tx]}, "uplinks": {ifname: [rx, tx]} (rank 0 of
+//    an oversubscribed fabric), "cpu": [idle, total] jiffies (rank 0),
+//    "t_end_ms"}
+//   {"type":"await", "iteration", "layer", "pass", "waited_ms", "decided",
+//    "reconfigure", "committed", "timed_out", "epoch", "predicted_ms",
+//    "reason"}
+//   {"type":"iteration", "iteration", "wall_ms", "compute_ms"}
+//   {"type":"final", "ok", "epoch", "retransmits", "agent": {...}}
+// Byte counters are sampled after the barrier that starts the all-to-all
+// and after the barrier that follows it (every byte has arrived by then).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "apps/demo/step.h"
 #include "apps/demo/workload.h"
 
 namespace mixnet::demo {
 
 struct RunConfig {
   WorkloadOptions workload;
-  std::string fabric;  // "eps", "mixnet", "nonblocking"
-  int64_t iterations = 20;
-  double compute_ms = 200;
+  ComputeOptions compute;
+  std::string fabric;  // "eps", "mixnet", "static", "nonblocking", "oversub"
+  int64_t iterations = 12;
   std::string spec_path;
   std::string store;       // rendezvous store URL ("file:DIR")
   std::string controller;  // mixnet only: WorkerAgent target ("unix:/path")
   std::string results_dir;
-  int64_t timeout_ms = 60000;  // per collective / registration wait
+  int64_t timeout_ms = 60000;   // per collective / registration wait
+  int64_t plan_wait_ms = 5000;  // longest wait for a planned round (mixnet)
+  // Rank 0 samples these links of the EPS namespace (oversub: leaf uplinks).
+  std::string uplink_netns;
+  std::vector<std::string> uplinks;
+  bool progress = true;  // rank 0 prints a line per iteration on stderr
+  double burst_ms = 1;   // the links' tbf bucket (for the floors)
+  bool counters = true;  // sample NIC counters (false in loopback mode: no NICs)
 
   std::string ToJson() const;
   static absl::StatusOr<RunConfig> FromJson(const std::string& text);
   static absl::StatusOr<RunConfig> Load(const std::string& path);
   // "<results_dir>/rank<r>.jsonl"
   std::string ResultFile(int rank) const;
-};
-
-// One line of a worker's result file: the all-to-alls of one (iteration, layer).
-struct LayerResult {
-  int64_t iteration = 0;
-  int layer = 0;
-  int rank = 0;
-  double dispatch_ms = 0;
-  double combine_ms = 0;
-  uint64_t bytes_verified = 0;  // received bytes checked and correct
-  uint64_t bytes_bad = 0;       // received bytes wrong or missing
-  uint64_t epoch = 0;           // topology epoch installed at the dispatch
 };
 
 }  // namespace mixnet::demo

@@ -1,23 +1,30 @@
-// The demo worker (see worker.h). Per iteration and layer:
-//   sleep compute-ms (the simulated expert compute; the window that hides a
-//   reconfiguration); barrier; timed dispatch alltoallv with a deterministic
-//   payload, every received byte verified; barrier; the combine (transpose)
-//   likewise; then (mixnet) the layer's traffic row goes to the controller, so
-//   its round for the next layer runs during that layer's compute window.
-// One JSON line per (iteration, layer) goes to the rank's result file, and a
-// final line with the WorkerAgent's counters.
+// The demo worker (see worker.h). Runs the training step of step.h on its
+// host's rank: compute phases sleep their time; every all-to-all is an
+// alltoallv with a deterministic payload, timed between barriers, every
+// received byte verified, the host's NIC counters sampled around it (after
+// the barrier before, after the barrier behind); on mixnet, the reports and
+// plan requests go to the controller through the WorkerAgent, and before an
+// all-to-all with a requested plan the worker waits (at most plan_wait_ms)
+// for the controller's decision and, when it switches, for the round to be
+// installed: that wait is the time lost to reconfiguration. One JSON line
+// per record goes to the rank's result file (run_config.h).
+// Main thread only (the agent runs its own threads).
 #include "apps/demo/worker.h"
 
 #include <chrono>
-#include <cstring>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "apps/demo/counters.h"
+#include "apps/demo/phase_result.h"
 #include "apps/demo/run_config.h"
+#include "apps/demo/step.h"
 #include "apps/demo/workload.h"
 #include "nlohmann/json.hpp"
 #include "runtime/collectives/alltoall.h"
@@ -32,15 +39,21 @@ namespace mixnet::demo {
 namespace {
 
 constexpr uint8_t kPoison = 0xA5;
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+double UnixMs() { return absl::ToUnixMicros(absl::Now()) / 1000.0; }
 
 struct Exchange {
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
   std::vector<uint8_t> send, recv;
 };
 
-// Lays out one all-to-all of `dir` (0 dispatch, 1 combine) for `rank` from the
-// H x H dispatch byte matrix and fills the send blocks.
-void Prepare(const std::vector<size_t>& bytes, int n, int rank, int dir, const BlockId& base,
+// Lays out one all-to-all for `rank` from the H x H matrix D (bytes[s*n+d]:
+// s sends d), transposed when `transpose`, and fills the send blocks.
+void Prepare(const std::vector<size_t>& bytes, int n, int rank, bool transpose, const BlockId& base,
              Exchange& x) {
   x.send_counts.assign(n, 0);
   x.recv_counts.assign(n, 0);
@@ -48,8 +61,8 @@ void Prepare(const std::vector<size_t>& bytes, int n, int rank, int dir, const B
   x.recv_displs.assign(n, 0);
   size_t s = 0, r = 0;
   for (int j = 0; j < n; ++j) {
-    const size_t out = dir == 0 ? bytes[rank * n + j] : bytes[j * n + rank];
-    const size_t in = dir == 0 ? bytes[j * n + rank] : bytes[rank * n + j];
+    const size_t out = transpose ? bytes[j * n + rank] : bytes[rank * n + j];
+    const size_t in = transpose ? bytes[rank * n + j] : bytes[j * n + rank];
     x.send_counts[j] = out;
     x.send_displs[j] = s;
     x.recv_counts[j] = in;
@@ -61,151 +74,266 @@ void Prepare(const std::vector<size_t>& bytes, int n, int rank, int dir, const B
   x.recv.assign(r, kPoison);
   for (int j = 0; j < n; ++j) {
     BlockId id = base;
-    id.direction = dir;
     id.src = rank;
     id.dst = j;
     FillBlock(id, x.send.data() + x.send_displs[j], x.send_counts[j]);
   }
 }
 
-// Times one alltoallv; adds verified / bad bytes.
-absl::Status RunExchange(collectives::Communicator& comm, Exchange& x, const BlockId& base, int dir,
-                         double* ms, uint64_t* verified, uint64_t* bad) {
-  RETURN_IF_ERROR(collectives::Barrier(comm));
-  collectives::AlltoallvArgs a;
-  a.send = x.send.data();
-  a.send_bytes = x.send.size();
-  a.send_counts = x.send_counts;
-  a.send_displs = x.send_displs;
-  a.recv = x.recv.data();
-  a.recv_bytes = x.recv.size();
-  a.recv_counts = x.recv_counts;
-  a.recv_displs = x.recv_displs;
-  const auto t0 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(collectives::Alltoallv(comm, a));
-  *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (int j = 0; j < comm.size(); ++j) {
-    BlockId id = base;
-    id.direction = dir;
-    id.src = j;
-    id.dst = comm.rank();
-    const size_t wrong = VerifyBlock(id, x.recv.data() + x.recv_displs[j], x.recv_counts[j]);
-    if (wrong > 0) {
-      log::Error("{} bytes from rank {} wrong or missing (iteration {} layer {} {})", wrong, j,
-                 base.iteration, base.layer, dir == 0 ? "dispatch" : "combine");
-    }
-    *bad += wrong;
-    *verified += x.recv_counts[j] - wrong;
-  }
-  return absl::OkStatus();
+nlohmann::json CountersJson(const std::map<std::string, ByteCounters>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, c] : m) j[name] = {c.rx, c.tx};
+  return j;
 }
 
-uint64_t InstalledEpoch(const collectives::Communicator& comm) { return comm.installed_epoch(); }
+class Worker {
+ public:
+  Worker(const RunConfig& c, int rank, Workload w) : c_(c), rank_(rank), w_(std::move(w)) {}
 
-absl::Status Run(const RunConfig& c, int rank, bool* any_bad) {
-  log::SetProcessTag(absl::StrCat(c.fabric, " rank ", rank));
-  ASSIGN_OR_RETURN(Workload w, Workload::Create(c.workload));
-  const int n = w.hosts();
-  if (rank < 0 || rank >= n)
-    return absl::InvalidArgumentError(absl::StrCat("--rank ", rank, " not in [0, ", n, ")"));
-  const absl::Duration timeout = absl::Milliseconds(c.timeout_ms);
-  ASSIGN_OR_RETURN(auto store, rendezvous::OpenStore(c.store, rank == 0, timeout));
-  ASSIGN_OR_RETURN(collectives::CommunicatorOptions co,
-                   collectives::CommunicatorOptions::FromSettings(rank, n, store.get()));
-  ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
-  const std::string host = Workload::HostName(rank);
-  const cluster::HostSpec* me = spec.FindHost(host);
-  if (me == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(c.spec_path, ": no host ", host));
-  co.spec = spec;
-  co.host = host;
-  ASSIGN_OR_RETURN(std::unique_ptr<collectives::Communicator> comm,
-                   collectives::Communicator::Create(std::move(co)));
-
-  std::unique_ptr<control::WorkerAgent> agent;
-  if (!c.controller.empty()) {
-    control::WorkerAgentOptions ao;
-    ao.controller = c.controller;
-    ao.host = host;
-    ao.ranks = {rank};
-    ao.nics = me->nics;
-    ao.job = "mixnet-demo";
-    ASSIGN_OR_RETURN(agent, control::WorkerAgent::Start(std::move(ao)));
-    RETURN_IF_ERROR(agent->WaitRegistered(timeout).status());
-    agent->Follow(comm.get());
-  }
-  RETURN_IF_ERROR(collectives::Barrier(*comm));
-
-  std::ofstream out(c.ResultFile(rank));
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", c.ResultFile(rank)));
-  std::vector<std::string> host_names;
-  for (int h = 0; h < n; ++h) host_names.push_back(Workload::HostName(h));
-  Exchange x;
-  absl::Status status;
-  for (int64_t it = 0; it < c.iterations && status.ok(); ++it) {
-    for (int layer = 0; layer < w.layers() && status.ok(); ++layer) {
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(static_cast<int64_t>(c.compute_ms * 1000)));
-      const std::vector<size_t> bytes = w.DispatchBytes(it, layer);
-      LayerResult r;
-      r.iteration = it;
-      r.layer = layer;
-      r.rank = rank;
-      r.epoch = InstalledEpoch(*comm);
-      const double t_start = absl::ToUnixMicros(absl::Now()) / 1000.0;
-      const BlockId base{.seed = c.workload.seed, .iteration = it, .layer = layer};
-      for (int dir = 0; dir < 2 && status.ok(); ++dir) {
-        Prepare(bytes, n, rank, dir, base, x);
-        status = RunExchange(*comm, x, base, dir, dir == 0 ? &r.dispatch_ms : &r.combine_ms,
-                             &r.bytes_verified, &r.bytes_bad);
-      }
-      if (!status.ok()) {
-        status = Annotate(status, absl::StrCat("iteration ", it, " layer ", layer));
-        break;
-      }
-      if (r.bytes_bad > 0) *any_bad = true;
-      if (agent) {
-        control::TrafficRow row;
-        row.iteration = it;
-        row.key = GateKey{.layer = layer, .micro_batch = 0, .direction = Direction::kDispatch};
-        row.peer_hosts = host_names;
-        for (int j = 0; j < n; ++j) row.bytes.push_back(static_cast<double>(bytes[rank * n + j]));
-        agent->Report(std::move(row));
-      }
-      const double t_report = absl::ToUnixMicros(absl::Now()) / 1000.0;
-      out << nlohmann::json{{"iteration", r.iteration},
-                            {"layer", r.layer},
-                            {"rank", r.rank},
-                            {"dispatch_ms", r.dispatch_ms},
-                            {"combine_ms", r.combine_ms},
-                            {"bytes_verified", r.bytes_verified},
-                            {"bytes_bad", r.bytes_bad},
-                            {"epoch", r.epoch},
-                            {"t_start_ms", t_start},
-                            {"t_report_ms", t_report}}
-                 .dump()
-          << "\n";
+  absl::Status Run(bool* any_bad) {
+    RETURN_IF_ERROR(SetUp());
+    std::ofstream out(c_.ResultFile(rank_));
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", c_.ResultFile(rank_)));
+    ASSIGN_OR_RETURN(const uint64_t retrans0, ReadTcpRetransmits());
+    absl::Status status;
+    for (int64_t it = 0; it < c_.iterations && status.ok(); ++it) {
+      status = Iteration(it, out, any_bad);
+      if (!status.ok()) status = Annotate(status, absl::StrCat("iteration ", it));
     }
+    if (status.ok()) status = collectives::Barrier(*comm_);
+    nlohmann::json fin = {{"type", "final"},
+                          {"rank", rank_},
+                          {"ok", status.ok()},
+                          {"epoch", comm_->installed_epoch()}};
+    if (absl::StatusOr<uint64_t> r = ReadTcpRetransmits(); r.ok()) {
+      fin["retransmits"] = *r - retrans0;
+    }
+    if (agent_) {
+      const control::WorkerAgentStats s = agent_->stats();
+      fin["agent"] = {{"commits", s.commits},
+                      {"prepares", s.prepares},
+                      {"aborts", s.aborts},
+                      {"commit_errors", s.commit_errors},
+                      {"prepare_timeouts", s.prepare_timeouts},
+                      {"reports_sent", s.reports_sent},
+                      {"reports_dropped", s.reports_dropped}};
+      agent_->Follow(nullptr);
+      agent_.reset();
+    }
+    out << fin.dump() << "\n";
+    out.flush();
+    return status;
   }
-  if (status.ok()) status = collectives::Barrier(*comm);
-  nlohmann::json fin = {
-      {"final", true}, {"rank", rank}, {"ok", status.ok()}, {"epoch", InstalledEpoch(*comm)}};
-  if (agent) {
-    const control::WorkerAgentStats s = agent->stats();
-    fin["agent"] = {{"commits", s.commits},
-                    {"prepares", s.prepares},
-                    {"aborts", s.aborts},
-                    {"commit_errors", s.commit_errors},
-                    {"prepare_timeouts", s.prepare_timeouts},
-                    {"reports_sent", s.reports_sent},
-                    {"reports_dropped", s.reports_dropped}};
-    agent->Follow(nullptr);
-    agent.reset();
+
+ private:
+  absl::Status SetUp() {
+    n_ = w_.hosts();
+    if (rank_ < 0 || rank_ >= n_) {
+      return absl::InvalidArgumentError(absl::StrCat("--rank ", rank_, " not in [0, ", n_, ")"));
+    }
+    const absl::Duration timeout = absl::Milliseconds(c_.timeout_ms);
+    ASSIGN_OR_RETURN(store_, rendezvous::OpenStore(c_.store, rank_ == 0, timeout));
+    ASSIGN_OR_RETURN(collectives::CommunicatorOptions co,
+                     collectives::CommunicatorOptions::FromSettings(rank_, n_, store_.get()));
+    ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c_.spec_path));
+    host_ = Workload::HostName(rank_);
+    const cluster::HostSpec* me = spec.FindHost(host_);
+    if (me == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(c_.spec_path, ": no host ", host_));
+    }
+    for (const cluster::NicSpec& nic : me->nics) nics_.push_back(nic.name);
+    const std::vector<cluster::NicSpec> my_nics = me->nics;
+    co.spec = std::move(spec);
+    co.host = host_;
+    ASSIGN_OR_RETURN(comm_, collectives::Communicator::Create(std::move(co)));
+    if (!c_.controller.empty()) {
+      control::WorkerAgentOptions ao;
+      ao.controller = c_.controller;
+      ao.host = host_;
+      ao.ranks = {rank_};
+      ao.nics = my_nics;
+      ao.job = "mixnet-demo";
+      ASSIGN_OR_RETURN(agent_, control::WorkerAgent::Start(std::move(ao)));
+      RETURN_IF_ERROR(agent_->WaitRegistered(timeout).status());
+      agent_->Follow(comm_.get());
+    }
+    if (rank_ == 0 && !c_.uplink_netns.empty()) {
+      ASSIGN_OR_RETURN(uplinks_, RemoteLinkCounters::Open(c_.uplink_netns, c_.uplinks));
+    }
+    for (int h = 0; h < n_; ++h) host_names_.push_back(Workload::HostName(h));
+    return collectives::Barrier(*comm_);
   }
-  out << fin.dump() << "\n";
-  out.flush();
-  return status;
-}
+
+  struct Sample {
+    std::map<std::string, ByteCounters> nics, uplinks;
+    CpuTimes cpu;
+  };
+  absl::StatusOr<Sample> Take() {
+    Sample s;
+    if (!c_.counters) return s;
+    ASSIGN_OR_RETURN(s.nics, ReadNicCounters(nics_));
+    if (uplinks_) {
+      ASSIGN_OR_RETURN(s.uplinks, uplinks_->Read());
+    }
+    if (rank_ == 0) {
+      ASSIGN_OR_RETURN(s.cpu, ReadCpuTimes());
+    }
+    return s;
+  }
+
+  absl::Status Iteration(int64_t it, std::ofstream& out, bool* any_bad) {
+    std::map<int, std::vector<size_t>> bytes;  // D_l of this iteration, by layer
+    auto matrix = [&](int layer) -> const std::vector<size_t>& {
+      auto f = bytes.find(layer);
+      if (f == bytes.end()) f = bytes.emplace(layer, w_.DispatchBytes(it, layer)).first;
+      return f->second;
+    };
+    RETURN_IF_ERROR(collectives::Barrier(*comm_));
+    const Clock::time_point t_iter = Clock::now();
+    double compute_ms = 0;
+    int seq = 0;
+    for (const StepItem& s : IterationSteps(it, c_.iterations, w_.layers(), c_.compute)) {
+      switch (s.kind) {
+        case StepItem::Kind::kCompute: {
+          const Clock::time_point t0 = Clock::now();
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(static_cast<int64_t>(s.compute_ms * 1000)));
+          compute_ms += MsSince(t0);
+          break;
+        }
+        case StepItem::Kind::kAwaitPlan: {
+          if (!agent_) break;
+          const control::PlanOutcome o =
+              agent_->AwaitPlan(s.plan, absl::Milliseconds(c_.plan_wait_ms));
+          if (o.timed_out) {
+            log::Warn("{} rank {}: {} (running on the installed topology)", c_.fabric, rank_,
+                      o.reason);
+          }
+          out << nlohmann::json{{"type", "await"},
+                                {"iteration", it},
+                                {"layer", s.layer},
+                                {"pass", s.pass},
+                                {"waited_ms", absl::ToDoubleMilliseconds(o.waited)},
+                                {"decided", o.decided},
+                                {"reconfigure", o.reconfigure},
+                                {"committed", o.committed},
+                                {"timed_out", o.timed_out},
+                                {"epoch", o.epoch},
+                                {"predicted_ms", o.predicted_ms},
+                                {"current_ms", o.current_ms},
+                                {"reason", o.reason}}
+                     .dump()
+              << "\n";
+          break;
+        }
+        case StepItem::Kind::kReport: {
+          if (!agent_) break;
+          const std::vector<size_t>& d = matrix(s.layer);
+          control::TrafficRow row;
+          row.iteration = it;
+          row.key = GateKey{.layer = s.layer, .micro_batch = 0, .direction = s.direction};
+          row.pass = s.pass;
+          row.peer_hosts = host_names_;
+          for (int j = 0; j < n_; ++j) {
+            row.bytes.push_back(
+                static_cast<double>(s.transpose ? d[j * n_ + rank_] : d[rank_ * n_ + j]));
+          }
+          if (s.has_plan) row.plan = s.plan;
+          agent_->Report(std::move(row));
+          break;
+        }
+        case StepItem::Kind::kAlltoall: {
+          RETURN_IF_ERROR(Annotate(Alltoall(it, seq, s, matrix(s.layer), out, any_bad), s.name));
+          ++seq;
+          break;
+        }
+      }
+    }
+    RETURN_IF_ERROR(collectives::Barrier(*comm_));
+    const double wall_ms = MsSince(t_iter);
+    out << nlohmann::json{{"type", "iteration"},
+                          {"iteration", it},
+                          {"wall_ms", wall_ms},
+                          {"compute_ms", compute_ms}}
+               .dump()
+        << "\n";
+    out.flush();
+    if (rank_ == 0 && c_.progress) {
+      std::fprintf(stderr, "# %s: iteration %ld/%ld %.0f ms\n", c_.fabric.c_str(),
+                   static_cast<long>(it + 1), static_cast<long>(c_.iterations), wall_ms);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Alltoall(int64_t it, int seq, const StepItem& s, const std::vector<size_t>& d,
+                        std::ofstream& out, bool* any_bad) {
+    const BlockId base{
+        .seed = c_.workload.seed, .iteration = it, .layer = s.layer, .direction = seq};
+    Prepare(d, n_, rank_, s.transpose, base, x_);
+    collectives::AlltoallvArgs a;
+    a.send = x_.send.data();
+    a.send_bytes = x_.send.size();
+    a.send_counts = x_.send_counts;
+    a.send_displs = x_.send_displs;
+    a.recv = x_.recv.data();
+    a.recv_bytes = x_.recv.size();
+    a.recv_counts = x_.recv_counts;
+    a.recv_displs = x_.recv_displs;
+    const uint64_t epoch = comm_->installed_epoch();
+    RETURN_IF_ERROR(collectives::Barrier(*comm_));
+    ASSIGN_OR_RETURN(const Sample before, Take());
+    const Clock::time_point t0 = Clock::now();
+    RETURN_IF_ERROR(collectives::Alltoallv(*comm_, a));
+    const double ms = MsSince(t0);
+    RETURN_IF_ERROR(collectives::Barrier(*comm_));
+    ASSIGN_OR_RETURN(const Sample after, Take());
+    uint64_t verified = 0, bad = 0;
+    for (int j = 0; j < n_; ++j) {
+      BlockId id = base;
+      id.src = j;
+      id.dst = rank_;
+      const size_t wrong = VerifyBlock(id, x_.recv.data() + x_.recv_displs[j], x_.recv_counts[j]);
+      if (wrong > 0) {
+        log::Error("{} bytes from rank {} wrong or missing (iteration {} {} layer {})", wrong, j,
+                   it, s.name, s.layer);
+        *any_bad = true;
+      }
+      bad += wrong;
+      verified += x_.recv_counts[j] - wrong;
+    }
+    nlohmann::json j = {{"type", "a2a"},
+                        {"iteration", it},
+                        {"seq", seq},
+                        {"name", s.name},
+                        {"layer", s.layer},
+                        {"pass", s.pass},
+                        {"ms", ms},
+                        {"bytes_verified", verified},
+                        {"bytes_bad", bad},
+                        {"epoch", epoch},
+                        {"nics", CountersJson(Delta(before.nics, after.nics))},
+                        {"t_end_ms", UnixMs()}};
+    if (uplinks_) j["uplinks"] = CountersJson(Delta(before.uplinks, after.uplinks));
+    if (rank_ == 0) {
+      j["cpu"] = {after.cpu.idle - before.cpu.idle, after.cpu.total - before.cpu.total};
+    }
+    out << j.dump() << "\n";
+    return absl::OkStatus();
+  }
+
+  const RunConfig c_;
+  const int rank_;
+  const Workload w_;
+  int n_ = 0;
+  std::string host_;
+  std::vector<std::string> nics_;
+  std::vector<std::string> host_names_;
+  std::unique_ptr<rendezvous::Store> store_;
+  std::unique_ptr<collectives::Communicator> comm_;
+  std::unique_ptr<control::WorkerAgent> agent_;
+  std::unique_ptr<RemoteLinkCounters> uplinks_;
+  Exchange x_;
+};
 
 }  // namespace
 
@@ -215,10 +343,18 @@ int RunWorker(const std::string& config_path, int rank) {
     std::cerr << "mixnet-demo worker: " << c.status() << "\n";
     return 2;
   }
+  log::SetProcessTag(absl::StrCat(c->fabric, " rank ", rank));
+  absl::StatusOr<Workload> w = Workload::Create(c->workload);
+  if (!w.ok()) {
+    std::cerr << "mixnet-demo worker: " << w.status() << "\n";
+    return 2;
+  }
   bool any_bad = false;
-  absl::Status s = Run(*c, rank, &any_bad);
+  Worker worker(*c, rank, *std::move(w));
+  absl::Status s = worker.Run(&any_bad);
   if (!s.ok()) {
     std::cerr << "mixnet-demo worker: " << c->fabric << " rank " << rank << ": " << s << "\n";
+    RecordWorkerError(c->ResultFile(rank), rank, s);
     return 1;
   }
   return any_bad ? 3 : 0;

@@ -42,8 +42,8 @@ struct WorkloadOptions {
   int hosts = 8;
   int layers = 4;
   int experts_per_host = 4;
-  int64_t tokens = 64;         // tokens per rank per layer (top-1)
-  int64_t token_bytes = 2048;  // bytes of one token's activations
+  int64_t tokens = 256;        // tokens per rank per layer (top-1)
+  int64_t token_bytes = 4096;  // bytes of one token's activations
   uint64_t seed = 1;
   double affine_share = 0.75;
   double zipf_s = 1.2;

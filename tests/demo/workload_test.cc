@@ -198,13 +198,14 @@ TEST(DemoPayload, FillVerifies) {
 TEST(DemoFabricSpec, AllKindsParse) {
   for (bool loopback : {false, true}) {
     FabricShape s{.hosts = 8, .ocs_nics = 3, .gbps = 0.2, .switch_ms = 10, .loopback = loopback};
-    for (FabricKind k : {FabricKind::kEps, FabricKind::kMixnet, FabricKind::kNonblocking}) {
+    for (FabricKind k : {FabricKind::kEps, FabricKind::kMixnet, FabricKind::kStatic,
+                         FabricKind::kNonblocking, FabricKind::kOversub}) {
       auto spec = cluster::ClusterSpec::Parse(FabricSpecYaml(k, s), std::string(FabricName(k)));
       ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << FabricSpecYaml(k, s);
       ASSERT_EQ(spec->hosts.size(), 8u);
       int eps = 0, ocs = 0;
       for (const auto& n : spec->hosts[5].nics) (n.role == cluster::NicRole::kEps ? eps : ocs)++;
-      if (k == FabricKind::kNonblocking) {
+      if (k == FabricKind::kNonblocking || k == FabricKind::kOversub) {
         EXPECT_EQ(eps, 4);
         EXPECT_EQ(ocs, 0);
         EXPECT_TRUE(spec->ocs_switches.empty());
@@ -228,7 +229,9 @@ TEST(DemoRunConfig, JsonRoundTrip) {
   c.workload.trace = "t.jsonl";
   c.fabric = "mixnet";
   c.iterations = 7;
-  c.compute_ms = 12.5;
+  c.compute.head_ms = 12.5;
+  c.uplink_netns = "p-eps";
+  c.uplinks = {"up0", "up1"};
   c.spec_path = "/x/spec.yaml";
   c.store = "file:/x/store";
   c.controller = "unix:/x/ctl.sock";

@@ -1,0 +1,78 @@
+// What one fabric phase of the demo measured, read back from its workers'
+// result files (run_config.h has the line format): per iteration the wall
+// time, the all-to-all time (per all-to-all the slowest rank, summed), the
+// time lost waiting for reconfiguration rounds (per wait point the longest
+// wait of any rank, summed) and the floor of its all-to-alls (accounting.h);
+// per fabric the busiest link's utilisation, bytes verified and lost, TCP
+// retransmissions and the CPUs' idle share during the all-to-alls. Also the
+// first failure of a failed phase (the earliest error any worker recorded).
+// Main thread of the orchestrator.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "apps/demo/accounting.h"
+#include "apps/demo/run_config.h"
+#include "runtime/cluster/cluster_spec.h"
+
+namespace mixnet::demo {
+
+struct IterationStats {
+  double wall_ms = 0;
+  double alltoall_ms = 0;
+  double loss_ms = 0;     // waiting for rounds before all-to-alls
+  double floor_ms = 0;    // sum of the all-to-alls' floors
+  double compute_ms = 0;  // the slowest rank's compute sleeps
+};
+
+struct PhaseResult {
+  std::string fabric;
+  bool ran = false;
+  absl::Status status;
+  std::vector<IterationStats> iterations;
+  FabricBound bound;
+  std::map<std::string, int> busiest;  // phases in which each link-direction was the busiest
+  uint64_t bytes_expected = 0;
+  uint64_t bytes_verified = 0;
+  uint64_t bytes_bad = 0;
+  uint64_t retransmits = 0;  // all hosts' TCP RetransSegs during the run
+  double cpu_idle = -1;      // idle share of all CPUs during the all-to-alls (-1: unknown)
+  // mixnet: controller rounds (GetStatus) and what the workers saw.
+  int64_t reconfigurations = -1;
+  int64_t rounds_aborted = 0, rounds_skipped = 0;
+  uint64_t agent_commits_max = 0;
+  uint64_t highest_epoch = 0;
+  int64_t plan_waits = 0;      // wait points (per iteration and layer and pass)
+  int64_t plans_switched = 0;  // ... whose decision was to reconfigure
+  int64_t plan_timeouts = 0;   // ... where some rank gave up waiting
+  // Fault injection (--kill-controller-after-s).
+  bool controller_killed = false;
+  uint64_t epoch_before_kill = 0, epoch_after_restart = 0;
+  bool workers_ran_through_outage = false;
+  int64_t rounds_before_kill = 0;
+  double outage_from_ms = 0, outage_to_ms = 0;
+  int64_t layers_during_outage = 0;  // all-to-alls that ended while it was down
+
+  // Mean over iterations [from, end) of a field of IterationStats.
+  double Mean(double IterationStats::*field, size_t from = 0) const;
+  std::string BusiestLink() const;  // the most frequent busiest link-direction
+};
+
+// Reads every rank's result file of the phase `c` (hosts of `spec`, leaf
+// uplinks at `uplink_gbps`) into `r`. DataLoss when an all-to-all or an
+// iteration is missing from a rank's file of a phase that completed.
+absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, double uplink_gbps,
+                         PhaseResult& r);
+
+// The earliest error record of the phase's workers, with the others named
+// after it; empty when none recorded one.
+std::string FirstFailure(const RunConfig& c, int hosts);
+
+// Appends an error record to a worker's result file (the worker's exit path).
+void RecordWorkerError(const std::string& path, int rank, const absl::Status& status);
+
+}  // namespace mixnet::demo

@@ -1,0 +1,118 @@
+// The demo's training step (see step.h).
+#include "apps/demo/step.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace mixnet::demo {
+namespace {
+
+using control::kBackwardPass;
+using control::kForwardPass;
+using control::PlanTarget;
+
+StepItem Compute(const char* name, int layer, int pass, double ms) {
+  StepItem s;
+  s.kind = StepItem::Kind::kCompute;
+  s.name = name;
+  s.layer = layer;
+  s.pass = pass;
+  s.compute_ms = ms;
+  return s;
+}
+
+StepItem Alltoall(const char* name, int layer, int pass, bool transpose) {
+  StepItem s;
+  s.kind = StepItem::Kind::kAlltoall;
+  s.name = name;
+  s.layer = layer;
+  s.pass = pass;
+  s.transpose = transpose;
+  return s;
+}
+
+StepItem Await(const PlanTarget& t) {
+  StepItem s;
+  s.kind = StepItem::Kind::kAwaitPlan;
+  s.name = "await-plan";
+  s.layer = t.layer;
+  s.pass = t.pass;
+  s.plan = t;
+  s.has_plan = true;
+  return s;
+}
+
+StepItem Report(int layer, int pass, Direction dir, bool transpose, const PlanTarget& t) {
+  StepItem s;
+  s.kind = StepItem::Kind::kReport;
+  s.name = "report";
+  s.layer = layer;
+  s.pass = pass;
+  s.direction = dir;
+  s.transpose = transpose;
+  s.plan = t;
+  s.has_plan = true;
+  return s;
+}
+
+}  // namespace
+
+absl::Status ComputeOptions::Validate() const {
+  for (const auto& [flag, v] : {std::pair{"--attention-ms", attention_fwd_ms},
+                                {"--expert-ms", expert_fwd_ms},
+                                {"--head-ms", head_ms},
+                                {"--expert-bwd-ms", expert_bwd_ms},
+                                {"--attention-bwd-ms", attention_bwd_ms}}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", v, ": must be >= 0 and finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double ComputeOptions::PerIterationMs(int layers) const {
+  return layers * (attention_fwd_ms + expert_fwd_ms + expert_bwd_ms + attention_bwd_ms) + head_ms;
+}
+
+std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
+                                     const ComputeOptions& c) {
+  std::vector<StepItem> out;
+  for (int l = 0; l < layers; ++l) {
+    out.push_back(Compute("attention", l, kForwardPass, c.attention_fwd_ms));
+    // Forward layer 0 of the first iteration has no request (nothing known).
+    if (it > 0 || l > 0) {
+      out.push_back(Await(PlanTarget{.iteration = it, .layer = l, .pass = kForwardPass}));
+    }
+    out.push_back(Alltoall("dispatch", l, kForwardPass, false));
+    out.push_back(Compute("expert", l, kForwardPass, c.expert_fwd_ms));
+    out.push_back(Alltoall("combine", l, kForwardPass, true));
+    const PlanTarget next =
+        l + 1 < layers
+            ? PlanTarget{.iteration = it, .layer = l + 1, .pass = kForwardPass, .exact = false}
+            : PlanTarget{.iteration = it, .layer = l, .pass = kBackwardPass, .exact = true};
+    out.push_back(Report(l, kForwardPass, Direction::kDispatch, false, next));
+  }
+  out.push_back(Compute("head", layers - 1, kForwardPass, c.head_ms));
+  for (int l = layers - 1; l >= 0; --l) {
+    out.push_back(Await(PlanTarget{.iteration = it, .layer = l, .pass = kBackwardPass}));
+    out.push_back(Alltoall("combine-grad", l, kBackwardPass, false));
+    out.push_back(Compute("expert-bwd", l, kBackwardPass, c.expert_bwd_ms));
+    out.push_back(Alltoall("dispatch-grad", l, kBackwardPass, true));
+    if (l > 0) {
+      // Row of D_{l-1} (the exact demand of the next backward layer).
+      out.push_back(Report(
+          l - 1, kBackwardPass, Direction::kDispatch, false,
+          PlanTarget{.iteration = it, .layer = l - 1, .pass = kBackwardPass, .exact = true}));
+    } else if (it + 1 < iterations) {
+      // The dispatch-grad just done (D_0 transposed); asks for the next
+      // iteration's first forward layer, predicted.
+      out.push_back(Report(0, kBackwardPass, Direction::kCombine, true,
+                           PlanTarget{.iteration = it + 1, .layer = 0, .pass = kForwardPass}));
+    }
+    out.push_back(Compute("attention-bwd", l, kBackwardPass, c.attention_bwd_ms));
+  }
+  return out;
+}
+
+}  // namespace mixnet::demo

@@ -1,0 +1,222 @@
+// The demo's training step, its accounting and its result files (label
+// cpu), against hand-worked cases: the order of one iteration's phases and
+// plan requests, floors and utilisation of made-up link loads, the static
+// fabric's circuits in its spec, and a phase's result files written by hand.
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "apps/demo/accounting.h"
+#include "apps/demo/fabric_spec.h"
+#include "apps/demo/phase_result.h"
+#include "apps/demo/run_config.h"
+#include "apps/demo/step.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace mixnet::demo {
+namespace {
+
+using control::kBackwardPass;
+using control::kForwardPass;
+using Kind = StepItem::Kind;
+
+std::string Describe(const StepItem& s) {
+  switch (s.kind) {
+    case Kind::kCompute:
+      return absl::StrCat(s.name, s.layer);
+    case Kind::kAlltoall:
+      return absl::StrCat(s.name, s.layer, s.transpose ? "T" : "");
+    case Kind::kAwaitPlan:
+      return absl::StrCat("await(", s.plan.iteration, ",", s.plan.layer,
+                          s.plan.pass == kBackwardPass ? ",b" : ",f", ")");
+    case Kind::kReport:
+      return absl::StrCat("report", s.layer, s.pass == kBackwardPass ? "b" : "f",
+                          s.direction == Direction::kCombine ? "c" : "d", "->(", s.plan.iteration,
+                          ",", s.plan.layer, s.plan.pass == kBackwardPass ? ",b" : ",f",
+                          s.plan.exact ? ",exact" : "", ")");
+  }
+  return "?";
+}
+
+std::vector<std::string> Names(int64_t it, int64_t iterations, int layers) {
+  std::vector<std::string> out;
+  for (const StepItem& s : IterationSteps(it, iterations, layers, ComputeOptions{})) {
+    out.push_back(Describe(s));
+  }
+  return out;
+}
+
+TEST(DemoStep, TwoLayerIterationInOrder) {
+  // Iteration 1 of 3, two layers: written out by hand from step.h.
+  const std::vector<std::string> want = {
+      "attention0",     "await(1,0,f)",    "dispatch0",
+      "expert0",        "combine0T",       "report0fd->(1,1,f)",
+      "attention1",     "await(1,1,f)",    "dispatch1",
+      "expert1",        "combine1T",       "report1fd->(1,1,b,exact)",
+      "head1",          "await(1,1,b)",    "combine-grad1",
+      "expert-bwd1",    "dispatch-grad1T", "report0bd->(1,0,b,exact)",
+      "attention-bwd1", "await(1,0,b)",    "combine-grad0",
+      "expert-bwd0",    "dispatch-grad0T", "report0bc->(2,0,f)",
+      "attention-bwd0"};
+  EXPECT_EQ(Names(1, 3, 2), want);
+}
+
+TEST(DemoStep, FirstAndLastIterations) {
+  const std::vector<std::string> first = Names(0, 3, 2);
+  // Nothing is known before the first dispatch: no wait there.
+  EXPECT_EQ(first[1], "dispatch0");
+  const std::vector<std::string> last = Names(2, 3, 2);
+  // No request for an iteration that does not come.
+  for (const std::string& n : last) EXPECT_EQ(n.find("->(3,"), std::string::npos) << n;
+}
+
+TEST(DemoStep, FourAlltoallsPerLayerAndComputeTotals) {
+  ComputeOptions c;
+  int a2a = 0;
+  double ms = 0;
+  for (const StepItem& s : IterationSteps(0, 1, 4, c)) {
+    if (s.kind == Kind::kAlltoall) ++a2a;
+    if (s.kind == Kind::kCompute) ms += s.compute_ms;
+  }
+  EXPECT_EQ(a2a, 16);
+  // 4 x (20 + 40 + 80 + 40) + 20 (the documented defaults).
+  EXPECT_DOUBLE_EQ(ms, 740);
+  EXPECT_DOUBLE_EQ(c.PerIterationMs(4), 740);
+  c.expert_bwd_ms = -1;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
+TEST(DemoAccounting, FloorIsTheBusiestLinkDirection) {
+  // By hand: h0/eps0 (1e6 B/s) rx 20 ms, tx 50 ms; h1/eps0 (2e6 B/s) rx
+  // 40 ms, tx 5 ms; eps/up0 (1e6 B/s) rx 30 ms. Floor max = 50 ms, h0 tx.
+  const std::vector<LinkLoad> links = {
+      {"h0/eps0", 1e6, 0, 20'000, 50'000},
+      {"h1/eps0", 2e6, 0, 80'000, 10'000},
+      {"eps/up0", 1e6, 0, 30'000, 0},
+      {"dark", 0, 0, 1'000'000, 1'000'000},  // no rate: ignored
+  };
+  const PhaseBound b = BoundPhase(links, 100);
+  EXPECT_DOUBLE_EQ(b.floor_ms, 50);
+  EXPECT_EQ(b.busiest, "h0/eps0 tx");
+  EXPECT_DOUBLE_EQ(b.utilisation, 0.5);
+  EXPECT_DOUBLE_EQ(BoundPhase(links, 0).utilisation, 0);
+  FabricBound f;
+  f.Add(b, 100);
+  f.Add(BoundPhase({{"x", 1e6, 0, 90'000, 0}}, 100), 100);  // 90 ms in 100
+  EXPECT_DOUBLE_EQ(f.utilisation(), (50.0 + 90.0) / 200.0);
+}
+
+TEST(DemoAccounting, TheBucketPassesAtOnce) {
+  // 60,000 B through a 1e6 B/s link with a 10,000 B bucket: 50 ms at least;
+  // a phase within one bucket has no floor.
+  EXPECT_DOUBLE_EQ(BoundPhase({{"l", 1e6, 10'000, 60'000, 0}}, 100).floor_ms, 50);
+  EXPECT_DOUBLE_EQ(BoundPhase({{"l", 1e6, 10'000, 9'000, 9'000}}, 100).floor_ms, 0);
+}
+
+TEST(DemoFabricSpec, StaticCarriesItsCircuits) {
+  FabricShape s{.hosts = 4, .ocs_nics = 2, .gbps = 0.1, .switch_ms = 25, .loopback = false};
+  const std::vector<cluster::CircuitSpec> c = {{"ocs0", 1, 3}, {"ocs0", 6, 8}};
+  auto spec = cluster::ClusterSpec::Parse(FabricSpecYaml(FabricKind::kStatic, s, c), "static");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->circuits.size(), 2u);
+  EXPECT_EQ(spec->circuits[1].port_a, 6);
+  EXPECT_EQ(spec->circuits[1].port_b, 8);
+  // The same circuits are ignored for a fabric that has none.
+  auto mix = cluster::ClusterSpec::Parse(FabricSpecYaml(FabricKind::kMixnet, s, c), "mixnet");
+  ASSERT_TRUE(mix.ok());
+  EXPECT_TRUE(mix->circuits.empty());
+  EXPECT_EQ(ParseFabric("oversub"), FabricKind::kOversub);
+  EXPECT_FALSE(ParseFabric("fattree").has_value());
+}
+
+class DemoResultsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("mixnet-demo-results-", getpid());
+    std::filesystem::create_directories(dir_);
+    c_.fabric = "mixnet";
+    c_.iterations = 1;
+    c_.workload.hosts = 2;
+    c_.workload.layers = 1;
+    c_.results_dir = dir_.string();
+    FabricShape s{.hosts = 2, .ocs_nics = 1, .gbps = 0.008, .switch_ms = 25, .loopback = false};
+    auto spec = cluster::ClusterSpec::Parse(FabricSpecYaml(FabricKind::kMixnet, s), "t");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    spec_ = *spec;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Write(int rank, const std::vector<nlohmann::json>& lines) {
+    std::ofstream out(c_.ResultFile(rank));
+    for (const auto& j : lines) out << j.dump() << "\n";
+  }
+  std::filesystem::path dir_;
+  RunConfig c_;
+  cluster::ClusterSpec spec_;
+};
+
+TEST_F(DemoResultsTest, SlowestRankLongestWaitAndFloor) {
+  // 0.008 Gbit/s = 1,000,000 B/s per NIC, bucket 4 frames = 6,056 B (1 ms
+  // is less). One iteration, one layer: four all-to-alls; rank 1's eps0
+  // receives 106,056 B in the first: (106,056 - 6,056) / 1e6 = 100 ms.
+  auto a2a = [](int seq, double ms, uint64_t rx) {
+    return nlohmann::json{{"type", "a2a"},
+                          {"iteration", 0},
+                          {"seq", seq},
+                          {"ms", ms},
+                          {"bytes_verified", 10},
+                          {"bytes_bad", 0},
+                          {"nics", {{"eps0", {rx, 0}}, {"ocs0", {0, 0}}}}};
+  };
+  auto wait = [](int pass, double ms, bool sw) {
+    return nlohmann::json{{"type", "await"},   {"iteration", 0},  {"layer", 0},
+                          {"pass", pass},      {"waited_ms", ms}, {"reconfigure", sw},
+                          {"timed_out", false}};
+  };
+  auto iter = [](double wall) {
+    return nlohmann::json{
+        {"type", "iteration"}, {"iteration", 0}, {"wall_ms", wall}, {"compute_ms", 700}};
+  };
+  Write(0, {a2a(0, 120, 0),
+            a2a(1, 50, 0),
+            a2a(2, 50, 0),
+            a2a(3, 50, 0),
+            wait(1, 10, true),
+            iter(1000),
+            {{"type", "final"}, {"retransmits", 3}}});
+  Write(1, {a2a(0, 150, 106'056),
+            a2a(1, 40, 0),
+            a2a(2, 60, 0),
+            a2a(3, 50, 0),
+            wait(1, 30, true),
+            iter(1010),
+            {{"type", "final"}, {"retransmits", 4}}});
+  PhaseResult r;
+  ASSERT_TRUE(ReadResults(c_, spec_, 0, r).ok());
+  ASSERT_EQ(r.iterations.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.iterations[0].alltoall_ms, 150 + 50 + 60 + 50);
+  EXPECT_DOUBLE_EQ(r.iterations[0].loss_ms, 30);
+  EXPECT_DOUBLE_EQ(r.iterations[0].wall_ms, 1010);
+  EXPECT_DOUBLE_EQ(r.iterations[0].floor_ms, 100);
+  EXPECT_DOUBLE_EQ(r.bound.utilisation(), 100.0 / 310.0);
+  EXPECT_EQ(r.BusiestLink(), "h1/eps0 rx");
+  EXPECT_EQ(r.retransmits, 7u);
+  EXPECT_EQ(r.bytes_verified, 80u);
+  EXPECT_EQ(r.plan_waits, 1);
+  EXPECT_EQ(r.plans_switched, 1);
+}
+
+TEST_F(DemoResultsTest, MissingAlltoallIsDataLossAndFirstFailureIsTheEarliest) {
+  Write(0, {{{"type", "iteration"}, {"iteration", 0}, {"wall_ms", 5}}});
+  Write(1, {{{"type", "iteration"}, {"iteration", 0}, {"wall_ms", 5}}});
+  PhaseResult r;
+  EXPECT_TRUE(absl::IsDataLoss(ReadResults(c_, spec_, 0, r)));
+  RecordWorkerError(c_.ResultFile(1), 1, absl::UnavailableError("link eps0 down"));
+  RecordWorkerError(c_.ResultFile(0), 0, absl::UnavailableError("peer 1 closed"));
+  const std::string f = FirstFailure(c_, 2);
+  EXPECT_EQ(f.find("first failure: rank 1: UNAVAILABLE: link eps0 down"), 0u) << f;
+  EXPECT_NE(f.find("then rank 0"), std::string::npos) << f;
+}
+
+}  // namespace
+}  // namespace mixnet::demo
