@@ -55,7 +55,17 @@ class PolatisBackend : public OcsBackend {
 
   absl::StatusOr<std::vector<Circuit>> Read() override {
     client_.AllowReconnect();
-    ASSIGN_OR_RETURN(auto connections, ReadConnections());
+    const bool reused = client_.connected();
+    auto read = ReadConnections();
+    if (!read.ok() && absl::IsUnavailable(read.status()) && reused && !client_.connected()) {
+      // A connection that died while idle (the switch closed it, the close
+      // not yet seen): once more on a new one.
+      log::Warn("polatis {}: {}; reading again on a new connection", client_.peer(),
+                read.status().ToString());
+      client_.AllowReconnect();
+      read = ReadConnections();
+    }
+    ASSIGN_OR_RETURN(auto connections, std::move(read));
     std::vector<std::string> leftovers;
     std::vector<Circuit> circuits = polatis::CircuitsOf(connections, ingress_, ports_, &leftovers);
     for (const auto& l : leftovers) {

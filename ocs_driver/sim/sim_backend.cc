@@ -125,9 +125,15 @@ class SimBackend : public OcsBackend {
       if (first.ok()) first = o.status;
       outcomes.push_back(o);
     }
+    absl::Status saved;
     if (changed) {
-      if (absl::Status s = Save(); !s.ok() && first.ok()) first = s;
+      saved = Save();
       absl::SleepFor(options_.switching_time);
+    }
+    if (!saved.ok()) {
+      // The "hardware" (the file) may not hold what memory holds: unknown.
+      report.read_back = Annotate(saved, "sim hardware file not rewritten");
+      return first.ok() ? report.read_back : first;
     }
     report.after = Circuits();
     return first;

@@ -340,6 +340,16 @@ TEST_F(PolatisTest, LoopAndConnectionToAPortOfTheChangeAreCleared) {
   EXPECT_THAT(MustRead(), ElementsAre(Circuit{4, 5}));
 }
 
+TEST_F(PolatisTest, ReadLostOnAnOldConnectionIsReadAgainOnANewOne) {
+  EXPECT_THAT(MustRead(), IsEmpty());
+  fake_->SetConnection(1, 18);
+  fake_->SetConnection(2, 17);
+  int accepted = fake_->accepted();
+  fake_->DropAfterCommands(1);  // the switch closes the connection instead of answering
+  EXPECT_THAT(MustRead(), ElementsAre(Circuit{1, 2}));
+  EXPECT_EQ(fake_->accepted(), accepted + 1);
+}
+
 TEST_F(PolatisTest, SlowReplyIsDeadlineExceededThenRecovers) {
   PolatisOptions o = Options();
   o.reply_timeout = absl::Milliseconds(200);

@@ -2,8 +2,10 @@
 // injection, hardware file), the state store (round trip, corruption, the
 // directory lock), request validation and the listen-address policy.
 // Label cpu. Test thread only.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_split.h"
@@ -113,6 +115,20 @@ TEST(SimBackendTest, BadSettingsAndHardwareFilesAreRefusedNamingTheField) {
   const std::string fresh = dir.path() + "/fresh";
   ASSERT_TRUE(OpenSimBackend({.ports = 8, .hardware_file = fresh}).ok());
   EXPECT_EQ(access(fresh.c_str(), F_OK), 0);
+}
+
+TEST(SimBackendTest, HardwareFileNotRewrittenMakesTheStateUnknown) {
+  testing::TempDir dir;
+  const std::string sub = dir.path() + "/sub";
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  auto b = OpenSimBackend({.ports = 8, .hardware_file = sub + "/hw"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::filesystem::remove_all(sub);  // the "hardware" can no longer be written
+  ChangeReport rep;
+  absl::Status s = (*b)->Change({}, {{1, 2}}, rep);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(rep.after.has_value());
+  EXPECT_THAT(std::string(rep.read_back.message()), HasSubstr("not rewritten"));
 }
 
 TEST(StateStoreTest, RoundTripCorruptionAndLock) {
