@@ -341,9 +341,8 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
     transport = sub.transport;
   }
   if (!transport.ok()) {
-    not_attempted = absl::Status(
-        transport.code(), absl::StrCat("not attempted: ", sub_conns.empty() ? "" : "removals: ",
-                                       transport.message()));
+    not_attempted =
+        absl::Status(transport.code(), absl::StrCat("not attempted: ", transport.message()));
   } else if (!sub.errors.empty() && !add_conns.empty()) {
     not_attempted = absl::AbortedError(absl::StrCat(
         "polatis ", client_.peer(), ": not attempted because the removals reported device errors: ",
