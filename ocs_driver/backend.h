@@ -14,6 +14,7 @@
 
 #include <compare>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,25 @@ struct CircuitOutcome {
   absl::Status status;  // OK when done
 };
 
+// What a Change did, read back from the switch.
+struct ChangeReport {
+  // One entry per circuit of `remove` and `add`, in that order, decided by
+  // the read-back when there is one: an add is done when the switch holds
+  // the circuit afterwards, a removal when it does not.
+  std::vector<CircuitOutcome> outcomes;
+  // The circuits the switch holds after the change (sorted), read back once
+  // the switch reported the change complete (reconnecting once if the
+  // connection was lost). Unset when it could not be read: the state is
+  // unknown, which is not the same as "no circuits".
+  std::optional<std::vector<Circuit>> after;
+  // Why `after` is unset (OK when it is set).
+  absl::Status read_back;
+  // One-way connections (half a duplex circuit, e.g. left by an earlier
+  // partial failure) on the ports of this change that the backend removed
+  // before the additions, as text ("ingress 2 -> egress 19 ...").
+  std::vector<std::string> cleared;
+};
+
 class OcsBackend {
  public:
   virtual ~OcsBackend() = default;
@@ -62,13 +82,17 @@ class OcsBackend {
   virtual absl::StatusOr<std::vector<Circuit>> Read() = 0;
 
   // Removes `remove`, then adds `add` (the service has already checked that
-  // after the removals every port of `add` is free and that all ports are in
-  // range). Waits until the switch reports completion, including the
-  // switching time. Fills `outcomes` with one entry per circuit of `remove`
-  // and `add`, in that order, and returns OK only when every one succeeded;
-  // otherwise the first error (the service then reads the state back).
+  // after the removals every port of `add` is free of circuits and that all
+  // ports are in range). One-way leftovers on those ports are removed first
+  // (listed in report.cleared). Waits until the switch reports completion,
+  // including the switching time, then reads the switch back into
+  // report.after. Fills report.outcomes (see ChangeReport) and returns OK
+  // only when every circuit is verified done by the read-back; otherwise
+  // the first failure (for an unknown state, the reason it is unknown).
+  // A change with nothing to do sends nothing and returns OK with `after`
+  // unset.
   virtual absl::Status Change(const std::vector<Circuit>& remove, const std::vector<Circuit>& add,
-                              std::vector<CircuitOutcome>& outcomes) = 0;
+                              ChangeReport& report) = 0;
 };
 
 }  // namespace mixnet::ocs

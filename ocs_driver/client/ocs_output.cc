@@ -104,7 +104,11 @@ nlohmann::json ApplyJson(const OcsApplyResult& result, absl::Duration latency) {
   out["ports_changed"] = r.ports_changed();
   out["backend_us"] = r.backend_us();
   out["results"] = std::move(results);
-  out["actual"] = CircuitsJson(r.actual());
+  // Unknown (the daemon could not read the switch back) is null, never [].
+  out["actual"] = r.actual_unknown() ? nlohmann::json(nullptr) : CircuitsJson(r.actual());
+  out["actual_unknown"] = r.actual_unknown();
+  out["cleared"] = nlohmann::json::array();
+  for (const std::string& c : r.cleared()) out["cleared"].push_back(c);
   return out;
 }
 
@@ -130,8 +134,13 @@ std::string ApplyText(const OcsApplyResult& result, absl::Duration latency) {
     absl::StrAppend(&out, "  ", OpName(cr.op()), " ", CircuitText(cr.circuit()), ": ",
                     CodeName(cr.code()), cr.message().empty() ? "" : ": ", cr.message(), "\n");
   }
-  absl::StrAppend(&out, "actual (", r.actual_size(), " circuits): ", CircuitsText(r.actual()),
-                  "\n");
+  for (const std::string& c : r.cleared()) absl::StrAppend(&out, "  cleared ", c, "\n");
+  if (r.actual_unknown()) {
+    absl::StrAppend(&out, "actual: unknown (the switch could not be read back)\n");
+  } else {
+    absl::StrAppend(&out, "actual (", r.actual_size(), " circuits): ", CircuitsText(r.actual()),
+                    "\n");
+  }
   return out;
 }
 
@@ -141,7 +150,9 @@ nlohmann::json WatchEventJson(const v1::WatchEvent& event) {
                                                                           : "unspecified"},
                         {"epoch", event.epoch()},
                         {"config_version", event.config_version()},
-                        {"circuits", CircuitsJson(event.circuits())},
+                        {"circuits", event.circuits_unknown() ? nlohmann::json(nullptr)
+                                                              : CircuitsJson(event.circuits())},
+                        {"circuits_unknown", event.circuits_unknown()},
                         {"added", CircuitsJson(event.added())},
                         {"removed", CircuitsJson(event.removed())},
                         {"error", event.error()}};
@@ -151,8 +162,14 @@ nlohmann::json WatchEventJson(const v1::WatchEvent& event) {
 std::string WatchEventText(const v1::WatchEvent& event) {
   std::string out;
   if (event.kind() == v1::WatchEvent::SNAPSHOT) {
-    absl::StrAppend(&out, "snapshot epoch ", event.epoch(), " version ", event.config_version(),
-                    ": ", event.circuits_size(), " circuits: ", CircuitsText(event.circuits()));
+    absl::StrAppend(
+        &out, "snapshot epoch ", event.epoch(), " version ", event.config_version(), ": ",
+        event.circuits_unknown()
+            ? std::string("circuits unknown")
+            : absl::StrCat(event.circuits_size(), " circuits: ", CircuitsText(event.circuits())));
+  } else if (event.circuits_unknown()) {
+    absl::StrAppend(&out, "change   epoch ", event.epoch(), " version ", event.config_version(),
+                    ": circuits unknown (the switch could not be read back)");
   } else {
     absl::StrAppend(&out, "change   epoch ", event.epoch(), " version ", event.config_version(),
                     ": added ", CircuitsText(event.added()), "; removed ",

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ocs_driver/netns/netns_ocs.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
@@ -47,11 +48,15 @@ class NetnsBackend : public OcsBackend {
   }
 
   absl::Status Change(const std::vector<Circuit>& remove, const std::vector<Circuit>& add,
-                      std::vector<CircuitOutcome>& outcomes) override {
-    outcomes.clear();
+                      ChangeReport& report) override {
+    report = ChangeReport{};
+    for (const Circuit& c : remove) report.outcomes.push_back({c, false, absl::OkStatus()});
+    for (const Circuit& c : add) report.outcomes.push_back({c, true, absl::OkStatus()});
+    if (report.outcomes.empty()) return absl::OkStatus();
     absl::StatusOr<std::vector<PortPair>> current = ocs_->List();
-    absl::Status status = current.status();
-    if (status.ok()) {
+    absl::Status applied = current.status();
+    NetnsOcs::ApplyReport done;
+    if (applied.ok()) {
       std::set<std::pair<std::string, std::string>> gone;
       for (const Circuit& c : remove) {
         gone.insert({NetnsOcs::PortName(c.a), NetnsOcs::PortName(c.b)});
@@ -63,12 +68,56 @@ class NetnsBackend : public OcsBackend {
       for (const Circuit& c : add) {
         desired.push_back({NetnsOcs::PortName(c.a), NetnsOcs::PortName(c.b)});
       }
-      status = ocs_->Apply(desired, switching_time_).status();
+      applied = ocs_->ApplyReporting(desired, switching_time_, done);
     }
-    // One netlink batch: all or nothing.
-    for (const Circuit& c : remove) outcomes.push_back({c, false, status});
-    for (const Circuit& c : add) outcomes.push_back({c, true, status});
-    return status;
+    for (const Redirect& r : done.cleared) {
+      report.cleared.push_back(absl::StrCat("one-way redirect ", r.from, " -> ", r.to, " (no ",
+                                            r.to, " -> ", r.from, ")"));
+      log::Warn("netns {}: removed one-way redirect {} -> {}", ocs_->netns(), r.from, r.to);
+    }
+    // Netlink batches are not transactions: what the kernel holds now
+    // decides each circuit; the failed requests of its ports say why.
+    absl::StatusOr<std::vector<Circuit>> after = Read();
+    if (!after.ok()) {
+      report.read_back = Annotate(after.status(), "reading the circuits back after the change");
+      for (CircuitOutcome& o : report.outcomes) {
+        o.status = !applied.ok() ? applied : report.read_back;
+      }
+      return !applied.ok() ? applied : report.read_back;
+    }
+    report.after = *after;
+    absl::Status first;
+    for (CircuitOutcome& o : report.outcomes) {
+      const bool held = std::binary_search(after->begin(), after->end(), o.circuit);
+      if (held == o.add) {
+        o.status = absl::OkStatus();
+        continue;
+      }
+      std::vector<std::string> why;
+      absl::StatusCode code = absl::StatusCode::kInternal;
+      for (int p : {o.circuit.b, o.circuit.a}) {
+        auto it = done.failed.find(NetnsOcs::PortName(p));
+        if (it == done.failed.end()) continue;
+        why.insert(why.begin(), std::string(it->second.message()));
+        code = it->second.code();  // a's when both failed
+      }
+      const std::string what =
+          absl::StrCat(o.add ? "add" : "remove", " circuit ", o.circuit.a, "-", o.circuit.b, ": ",
+                       o.add ? "not held" : "still held", " after the change");
+      if (!why.empty()) {
+        o.status = absl::Status(code, absl::StrCat("netns ", ocs_->netns(), ": ", what, ": ",
+                                                   absl::StrJoin(why, "; ")));
+      } else if (!applied.ok()) {
+        o.status = Annotate(applied, absl::StrCat("netns ", ocs_->netns(), ": ", what));
+      } else {
+        o.status = absl::InternalError(absl::StrCat("netns ", ocs_->netns(), ": ", what));
+      }
+      if (first.ok()) first = o.status;
+    }
+    if (first.ok() && !applied.ok()) {
+      log::Warn("netns {}: {} but every circuit verified", ocs_->netns(), applied.ToString());
+    }
+    return first;
   }
 
  private:

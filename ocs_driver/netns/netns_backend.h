@@ -2,8 +2,13 @@
 // (a network namespace whose interfaces "p<port>" are switch ports), adapted
 // from NetnsOcs to the OcsBackend interface. Duplex port p is interface "p<p>".
 // Change computes the whole desired set (current - remove + add) and hands it
-// to NetnsOcs::Apply with dark_for = the switching time, so the changed ports
-// go dark for that long; unchanged circuits are not touched.
+// to NetnsOcs::ApplyReporting with dark_for = the switching time, so the
+// changed ports go dark for that long; unchanged circuits are not touched
+// (one-way redirects anywhere are removed and listed in report.cleared). It is
+// not all-or-nothing: netlink batches are not transactions (and with a
+// switching time there are two, with the sleep between), so each circuit's
+// outcome is decided by reading the circuits back afterwards, with the
+// kernel's error for the failed requests of its ports as the message.
 //
 // Threading: one call at a time (the service serialises backend calls);
 // NetnsOcs locks itself as well.

@@ -326,6 +326,25 @@ absl::Status NetnsOcs::Disconnect(absl::string_view port) {
 
 absl::StatusOr<ApplyResult> NetnsOcs::Apply(const std::vector<PortPair>& desired,
                                             absl::Duration dark_for) {
+  ApplyReport report;
+  RETURN_IF_ERROR(ApplyReporting(desired, dark_for, report));
+  return report.result;
+}
+
+absl::Status NetnsOcs::SendTracked(std::vector<netns::NlSocket::Request>& batch,
+                                   const std::vector<std::string>& ports, ApplyReport& report) {
+  std::vector<absl::Status> results;
+  absl::Status s = sock_->SendBatch(batch, nullptr, &results);
+  for (size_t i = 0; i < results.size() && i < ports.size(); ++i) {
+    if (!results[i].ok()) report.failed.emplace(ports[i], results[i]);  // keeps the first
+  }
+  batch.clear();
+  return s;
+}
+
+absl::Status NetnsOcs::ApplyReporting(const std::vector<PortPair>& desired, absl::Duration dark_for,
+                                      ApplyReport& report) {
+  report = ApplyReport{};
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Snapshot snap, ReadSnapshot(true));
   std::map<std::string, std::string> want;
@@ -347,12 +366,14 @@ absl::StatusOr<ApplyResult> NetnsOcs::Apply(const std::vector<PortPair>& desired
       }
     }
   }
-  ApplyResult result;
+  ApplyResult& result = report.result;
   std::vector<std::string> removals, sets;
   for (const auto& [from, to] : snap.redirect) {
     auto it = want.find(from);
     if (it == want.end()) {
       removals.push_back(from);
+      auto back = snap.redirect.find(to);
+      if (back == snap.redirect.end() || back->second != from) report.cleared.push_back({from, to});
     } else if (it->second != to) {
       sets.push_back(from);
     }
@@ -363,7 +384,7 @@ absl::StatusOr<ApplyResult> NetnsOcs::Apply(const std::vector<PortPair>& desired
   result.changed_ports = removals;
   result.changed_ports.insert(result.changed_ports.end(), sets.begin(), sets.end());
   std::sort(result.changed_ports.begin(), result.changed_ports.end(), PortLess);
-  if (result.changed_ports.empty()) return result;
+  if (result.changed_ports.empty()) return absl::OkStatus();
 
   // Removals first, then the new redirects. Without a switching time that is
   // one batch. With one, every changed port first loses its light path (its
@@ -371,30 +392,46 @@ absl::StatusOr<ApplyResult> NetnsOcs::Apply(const std::vector<PortPair>& desired
   // stays so for `dark_for`, then gets its new redirect. The ports' links stay
   // up: a carrier flap would make the hosts' kernels hold their transmit
   // queues until the link watcher runs (up to a second), which is an artefact
-  // of the emulation, not a property of the switch.
+  // of the emulation, not a property of the switch. Netlink batches are not
+  // transactions: a failed request does not stop the others, so each
+  // request's acknowledgement is recorded against its port (report.failed)
+  // and the second batch is sent even when some requests of the first failed.
   const bool dark = dark_for > absl::ZeroDuration();
   std::vector<netns::NlSocket::Request> batch;
-  for (const std::string& p : removals) RETURN_IF_ERROR(AddFlush(batch, p, snap.index.at(p)));
+  std::vector<std::string> ports;  // the port of each request of `batch`
+  absl::Status first;
+  for (const std::string& p : removals) {
+    RETURN_IF_ERROR(AddFlush(batch, p, snap.index.at(p)));
+    ports.push_back(p);
+  }
   if (dark) {
     for (const std::string& p : sets) {
-      if (snap.redirect.count(p)) RETURN_IF_ERROR(AddFlush(batch, p, snap.index.at(p)));
+      if (snap.redirect.count(p)) {
+        RETURN_IF_ERROR(AddFlush(batch, p, snap.index.at(p)));
+        ports.push_back(p);
+      }
     }
-    RETURN_IF_ERROR(sock_->SendBatch(batch));
-    batch.clear();
+    first = SendTracked(batch, ports, report);
+    ports.clear();
     absl::SleepFor(dark_for);
   }
   for (const std::string& p : sets) {
     const int index = snap.index.at(p);
-    if (!snap.ingress.count(index)) RETURN_IF_ERROR(AddIngress(batch, p, index));
+    if (!snap.ingress.count(index)) {
+      RETURN_IF_ERROR(AddIngress(batch, p, index));
+      ports.push_back(p);
+    }
     const std::string& to = want.at(p);
     RETURN_IF_ERROR(AddRedirect(batch, p, index, to, snap.index.at(to)));
+    ports.push_back(p);
   }
-  RETURN_IF_ERROR(sock_->SendBatch(batch));
+  absl::Status second = SendTracked(batch, ports, report);
+  if (first.ok()) first = second;
   result.redirects_removed = static_cast<int>(removals.size());
   result.redirects_set = static_cast<int>(sets.size());
-  log::Debug("OCS {}: applied {} circuits, changed ports {}", netns_, desired.size(),
-             absl::StrJoin(result.changed_ports, ","));
-  return result;
+  log::Debug("OCS {}: applied {} circuits, changed ports {}{}", netns_, desired.size(),
+             absl::StrJoin(result.changed_ports, ","), first.ok() ? "" : " (some failed)");
+  return first;
 }
 
 }  // namespace mixnet::ocs

@@ -11,9 +11,11 @@
 // Every change (Apply, Connect, Disconnect, SetPortsDark) first reads the
 // kernel's state (one link dump, one qdisc dump, one filter dump per port),
 // then sends all of its filter/qdisc/link requests in one netlink batch
-// (one sendmsg, one acknowledgement each): a full re-wiring of 64 ports takes
-// a few milliseconds here. Nothing is cached, so other writers (another
-// NetnsOcs, `tc`) are seen. Ports must face different namespaces: a circuit
+// (one sendmsg, one acknowledgement each; two batches for an Apply with a
+// switching time): a full re-wiring of 64 ports takes a few milliseconds
+// here. A batch is not a transaction: the kernel runs every request, and a
+// failed one does not undo or stop the others (ApplyReporting reports each). Nothing is cached, so
+// other writers (another NetnsOcs, `tc`) are seen. Ports must face different namespaces: a circuit
 // between the two ends of one veth would loop packets forever.
 //
 // Threading: a NetnsOcs owns one netlink socket created inside the OCS
@@ -104,6 +106,24 @@ class NetnsOcs {
   absl::StatusOr<ApplyResult> Apply(const std::vector<PortPair>& desired,
                                     absl::Duration dark_for = absl::ZeroDuration());
 
+  // What ApplyReporting did.
+  struct ApplyReport {
+    ApplyResult result;
+    // Ports whose requests failed, with the first failure of each (from the
+    // kernel's acknowledgement of that request): a failed removal leaves the
+    // port's old redirect, a failed set leaves the port dark.
+    std::map<std::string, absl::Status> failed;
+    // One-way redirects (not half of a duplex circuit) that were removed.
+    std::vector<Redirect> cleared;
+  };
+  // Apply without stopping at the first failure: netlink batches are not
+  // transactions (with `dark_for` > 0 there are two, with the sleep between),
+  // so every request is sent and its outcome recorded in `report`. Returns
+  // the first failure (validation errors before anything is sent; then a
+  // request's or the socket's error), OK when every request succeeded.
+  absl::Status ApplyReporting(const std::vector<PortPair>& desired, absl::Duration dark_for,
+                              ApplyReport& report);
+
   // The duplex circuits read back from the kernel's filters, sorted. One-way
   // redirects (a half circuit) are not circuits; see ListRedirects.
   absl::StatusOr<std::vector<PortPair>> List();
@@ -133,6 +153,11 @@ class NetnsOcs {
   absl::Status AddLinkState(std::vector<netns::NlSocket::Request>& batch, absl::string_view port,
                             int index, bool up) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SendDark(const Snapshot& snap, const std::vector<std::string>& ports, bool dark)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `batch` (then clears it), recording each failed request against
+  // its port (`ports`, parallel to `batch`) in report.failed.
+  absl::Status SendTracked(std::vector<netns::NlSocket::Request>& batch,
+                           const std::vector<std::string>& ports, ApplyReport& report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string netns_;

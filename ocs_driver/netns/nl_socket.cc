@@ -210,7 +210,8 @@ absl::StatusOr<int> NlSocket::IfIndex(absl::string_view ifname) {
 
 namespace mixnet::netns {
 
-absl::Status NlSocket::SendBatch(std::vector<Request>& requests, bool (*tolerate)(int err)) {
+absl::Status NlSocket::SendBatch(std::vector<Request>& requests, bool (*tolerate)(int err),
+                                 std::vector<absl::Status>* results) {
   // At most this many requests per sendmsg, so their acknowledgements (each
   // echoing its request) always fit the 1 MiB receive buffer.
   constexpr size_t kChunk = 128;
@@ -221,7 +222,11 @@ absl::Status NlSocket::SendBatch(std::vector<Request>& requests, bool (*tolerate
   nl_cb* sock_cb = nl_socket_get_cb(sock_);  // takes a reference
   nl_cb* cb = nl_cb_clone(sock_cb);
   nl_cb_put(sock_cb);
-  if (cb == nullptr) return absl::ResourceExhaustedError("nl_cb_clone failed");
+  if (cb == nullptr) {
+    absl::Status s = absl::ResourceExhaustedError("nl_cb_clone failed");
+    if (results != nullptr) results->assign(requests.size(), s);
+    return s;
+  }
   nl_cb_set(cb, NL_CB_ACK, NL_CB_CUSTOM, BatchAck, &state);
   nl_cb_err(cb, NL_CB_CUSTOM, BatchError, &state);
   nl_cb_set(cb, NL_CB_SEQ_CHECK, NL_CB_CUSTOM, AcceptAnySeq, nullptr);
@@ -258,6 +263,25 @@ absl::Status NlSocket::SendBatch(std::vector<Request>& requests, bool (*tolerate
   nl_cb_put(cb);
   last_errno_ = 0;
   last_extack_.clear();
+
+  auto request_error = [&](size_t i) {
+    const int err = state.err[i];
+    std::string msg = absl::StrCat(NetnsLabel(), ": ", requests[i].what, ": ", requests[i].call,
+                                   " failed: ", ErrnoText(err), " (errno ", err);
+    if (!state.extack[i].empty()) absl::StrAppend(&msg, "; ", state.extack[i]);
+    absl::StrAppend(&msg, ")");
+    return absl::Status(ErrnoStatus("", "", err).code(), msg);
+  };
+  if (results != nullptr) {
+    results->assign(requests.size(), absl::OkStatus());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!state.done[i]) {
+        (*results)[i] = io.ok() ? absl::UnknownError("not acknowledged") : io;
+      } else if (state.err[i] != 0 && (tolerate == nullptr || !tolerate(state.err[i]))) {
+        (*results)[i] = request_error(i);
+      }
+    }
+  }
   RETURN_IF_ERROR(io);
 
   absl::Status first;
@@ -266,11 +290,7 @@ absl::Status NlSocket::SendBatch(std::vector<Request>& requests, bool (*tolerate
     int err = state.err[i];
     if (err == 0 || (tolerate != nullptr && tolerate(err))) continue;
     if (++failures > 1) continue;
-    std::string msg = absl::StrCat(NetnsLabel(), ": ", requests[i].what, ": ", requests[i].call,
-                                   " failed: ", ErrnoText(err), " (errno ", err);
-    if (!state.extack[i].empty()) absl::StrAppend(&msg, "; ", state.extack[i]);
-    absl::StrAppend(&msg, ")");
-    first = absl::Status(ErrnoStatus("", "", err).code(), msg);
+    first = request_error(i);
   }
   if (failures > 1) {
     return absl::Status(first.code(),

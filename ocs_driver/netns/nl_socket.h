@@ -77,8 +77,11 @@ class NlSocket {
   // them in order; one failing does not stop the others) and waits for every
   // acknowledgement. `tolerate(errno)` marks kernel errors that count as
   // success (e.g. ENOENT for a delete). Returns the first failure, naming its
-  // request, with the number of other failures.
-  absl::Status SendBatch(std::vector<Request>& requests, bool (*tolerate)(int err) = nullptr);
+  // request, with the number of other failures. With `results`, it also gets
+  // one status per request from its acknowledgement (requests that were not
+  // acknowledged, because sending or receiving failed, get that I/O error).
+  absl::Status SendBatch(std::vector<Request>& requests, bool (*tolerate)(int err) = nullptr,
+                         std::vector<absl::Status>* results = nullptr);
 
   // Called from libnl's error callback: remembers the last kernel error.
   void RecordKernelError(int err, std::string extack);

@@ -52,6 +52,30 @@ std::vector<Circuit> CircuitsOf(const std::vector<OneWay>& connections, int ingr
   return circuits;
 }
 
+std::vector<OneWay> LeftoversOn(const std::vector<OneWay>& connections, int ingress_ports,
+                                int ports, const std::set<int>& touched) {
+  std::set<OneWay> all(connections.begin(), connections.end());
+  std::vector<OneWay> out;
+  for (const auto& [in, eg] : all) {
+    const int b = eg - ingress_ports;
+    const bool in_circuit = in >= 1 && in <= ports && b >= 1 && b <= ports && b != in &&
+                            all.count({b, ingress_ports + in});
+    if (in_circuit) continue;
+    if (touched.count(in) || touched.count(b)) out.push_back({in, eg});
+  }
+  return out;
+}
+
+std::string OneWayText(const OneWay& c, int ingress_ports) {
+  const int b = c.second - ingress_ports;
+  if (b == c.first) {
+    return absl::StrCat("ingress ", c.first, " -> egress ", c.second, " (loops duplex port ",
+                        c.first, " to itself)");
+  }
+  return absl::StrCat("ingress ", c.first, " -> egress ", c.second, " (duplex ", c.first, " -> ", b,
+                      ", one-way)");
+}
+
 absl::Status VerifyOutcomes(
     const std::set<OneWay>& held, int ingress_ports, std::vector<CircuitOutcome>& outcomes,
     const std::function<absl::Status(const CircuitOutcome&, const std::string& state)>& why) {

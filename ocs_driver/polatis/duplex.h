@@ -34,6 +34,17 @@ std::vector<OneWay> ConnectionsOf(const Circuit& c, int ingress_ports);
 std::vector<Circuit> CircuitsOf(const std::vector<OneWay>& connections, int ingress_ports,
                                 int ports, std::vector<std::string>* leftovers);
 
+// The connections of `connections` that are not half of a duplex circuit
+// (one-way leftovers, loops, connections outside the duplex range; see
+// CircuitsOf) and hold the ingress or egress port of one of the duplex ports
+// `touched`: they would block a circuit on those ports. Sorted.
+std::vector<OneWay> LeftoversOn(const std::vector<OneWay>& connections, int ingress_ports,
+                                int ports, const std::set<int>& touched);
+
+// "ingress 2 -> egress 19 (duplex 2 -> 3, one-way)" on a switch with
+// `ingress_ports` ingress ports.
+std::string OneWayText(const OneWay& c, int ingress_ports);
+
 // Sets every outcome's status from `held` (the connections read back after
 // the change): an add is done when both its connections are held, a removal
 // when neither is. For a circuit that is not done, `why` builds the status

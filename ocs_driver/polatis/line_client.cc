@@ -221,15 +221,18 @@ absl::Status LineClient::WriteAll(absl::string_view command, absl::string_view b
 absl::Status LineClient::Send(absl::string_view command, absl::string_view shown) {
   if (fd_ >= 0) DiscardUnsolicited();  // may notice (and close) a dead connection
   RETURN_IF_ERROR(EnsureConnected());
-  if (options_.command_pacing > absl::ZeroDuration()) {
+  if (options_.command_pacing > absl::ZeroDuration() &&
+      !(options_.pace_only_after_unanswered && last_answered_)) {
     absl::Time earliest = last_command_ + options_.command_pacing;
     absl::Time now = absl::Now();
     if (now < earliest) absl::SleepFor(earliest - now);
   }
   last_command_ = absl::Now();
   std::string line = absl::StrCat(command, options_.line_ending);
+  last_answered_ = false;
   RETURN_IF_ERROR(WriteAll(shown.empty() ? command : shown, line));
   may_connect_ = false;
+  ++commands_sent_;
   return absl::OkStatus();
 }
 
@@ -246,6 +249,7 @@ absl::StatusOr<std::string> LineClient::ReadLine(absl::string_view command,
       std::string line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
       while (!line.empty() && (line.back() == '\r' || line.back() == '\0')) line.pop_back();
+      last_answered_ = true;
       return line;
     }
     if (nl != std::string::npos || buffer_.size() > options_.max_line_bytes) {

@@ -4,15 +4,17 @@
 // One command per line; replies are read line by line with a deadline. The
 // client connects lazily (on the first command and again on the first command
 // of an operation after the connection was lost, see AllowReconnect), paces commands (a minimum gap
-// between the starts of two consecutive commands, because some switch firmware misbehaves under
-// fast command streams) and closes the connection whenever the byte stream can no longer be trusted
-// (I/O error, peer closed, reply timeout: a late reply would otherwise be taken for the answer to
-// the next command). Every error names host:port, the command and, for system call failures, errno.
+// between the starts of two consecutive commands, or only after a command that gets no reply,
+// because some switch firmware misbehaves under fast command streams) and closes the connection
+// whenever the byte stream can no longer be trusted (I/O error, peer closed, reply timeout: a late
+// reply would otherwise be taken for the answer to the next command). Every error names host:port,
+// the command and, for system call failures, errno.
 //
 // Threading: not thread-safe; the owning backend calls it from one thread at a
 // time (the service serialises backend calls).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -27,9 +29,13 @@ struct LineClientOptions {
   int port = 0;
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration command_pacing = absl::ZeroDuration();  // min gap between command starts
-  absl::Duration reply_timeout = absl::Seconds(5);       // default wait for one reply line
-  std::string line_ending = "\n";                        // appended to every command
-  size_t max_line_bytes = 1 << 20;                       // longer replies are garbage
+  // Whether the gap is kept before every command (false) or only after a
+  // command the peer did not answer (true): a command sent once the reply to
+  // the previous one has arrived is not delayed (the peer is done with it).
+  bool pace_only_after_unanswered = false;
+  absl::Duration reply_timeout = absl::Seconds(5);  // default wait for one reply line
+  std::string line_ending = "\n";                   // appended to every command
+  size_t max_line_bytes = 1 << 20;                  // longer replies are garbage
 };
 
 // Splits a device address "HOST", "HOST:PORT", "[IPV6]" or "[IPV6]:PORT"
@@ -72,6 +78,8 @@ class LineClient {
   // Counts successful connects: a protocol with a login (TL1) logs in again
   // when this changed.
   int generation() const { return generation_; }
+  // Counts commands sent (successful Sends) over the client's life.
+  uint64_t commands_sent() const { return commands_sent_; }
 
   // Drops bytes the peer sent unasked (logging them) and closes the
   // connection if the peer has closed it. Send does this first.
@@ -95,6 +103,8 @@ class LineClient {
   int fd_ = -1;
   std::string buffer_;  // received bytes not yet returned as lines
   absl::Time last_command_ = absl::InfinitePast();
+  bool last_answered_ = true;  // a reply line arrived after the last command
+  uint64_t commands_sent_ = 0;
   bool may_connect_ = true;
   int generation_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -30,6 +31,7 @@ class PolatisBackend : public OcsBackend {
                                   .port = o.port,
                                   .connect_timeout = o.reply_timeout,
                                   .command_pacing = o.command_pacing,
+                                  .pace_only_after_unanswered = true,
                                   .reply_timeout = o.reply_timeout}) {}
 
   absl::StatusOr<BackendInfo> Info() override {
@@ -37,7 +39,7 @@ class PolatisBackend : public OcsBackend {
     ASSIGN_OR_RETURN(std::string idn_reply, Query("*IDN?"));
     auto idn = scpi::ParseIdentity(idn_reply);
     if (!idn.ok()) return Garbage("*IDN?", idn.status());
-    RETURN_IF_ERROR(ReadSize());
+    RETURN_IF_ERROR(EnsureSize());  // read by OpenPolatisBackend; not again
     BackendInfo info;
     info.backend = "polatis";
     info.vendor = absl::StrContains(absl::AsciiStrToLower(idn->manufacturer), "polatis")
@@ -53,17 +55,28 @@ class PolatisBackend : public OcsBackend {
 
   absl::StatusOr<std::vector<Circuit>> Read() override {
     client_.AllowReconnect();
-    ASSIGN_OR_RETURN(auto connections, ReadConnections());
+    const bool reused = client_.connected();
+    auto read = ReadConnections();
+    if (!read.ok() && absl::IsUnavailable(read.status()) && reused && !client_.connected()) {
+      // A connection that died while idle (the switch closed it, the close
+      // not yet seen): once more on a new one.
+      log::Warn("polatis {}: {}; reading again on a new connection", client_.peer(),
+                read.status().ToString());
+      client_.AllowReconnect();
+      read = ReadConnections();
+    }
+    ASSIGN_OR_RETURN(auto connections, std::move(read));
     std::vector<std::string> leftovers;
     std::vector<Circuit> circuits = polatis::CircuitsOf(connections, ingress_, ports_, &leftovers);
     for (const auto& l : leftovers) {
-      log::Warn("polatis {}: {} (not a circuit; left alone)", client_.peer(), l);
+      log::Warn("polatis {}: {} (not a circuit; left alone unless a change needs its ports)",
+                client_.peer(), l);
     }
     return circuits;
   }
 
   absl::Status Change(const std::vector<Circuit>& remove, const std::vector<Circuit>& add,
-                      std::vector<CircuitOutcome>& outcomes) override;
+                      ChangeReport& report) override;
 
   absl::Status ReadSize() {
     ASSIGN_OR_RETURN(std::string reply, Query(":oxc:swit:size?"));
@@ -103,15 +116,58 @@ class PolatisBackend : public OcsBackend {
     return ReadSize();
   }
 
-  absl::StatusOr<std::vector<std::pair<int, int>>> ReadConnections() {
+  absl::StatusOr<std::vector<polatis::OneWay>> ReadConnections() {
     RETURN_IF_ERROR(EnsureSize());
     ASSIGN_OR_RETURN(std::string reply, Query(":oxc:swit:conn:stat?"));
     auto conns = scpi::ParseConnectionLists(reply);
     if (!conns.ok()) return Garbage(":oxc:swit:conn:stat?", conns.status());
-    std::vector<std::pair<int, int>> out;
+    std::vector<polatis::OneWay> out;
     out.reserve(conns->size());
     for (const auto& c : *conns) out.emplace_back(c.ingress, c.egress);
+    seen_ = Seen{out, client_.generation(), client_.commands_sent(), absl::Now()};
     return out;
+  }
+
+  // The map of the Read just before (the service reads, then changes): when
+  // no command was sent since, on the same connection, less than a second
+  // ago, a change uses it to find one-way leftovers instead of asking again.
+  std::optional<std::vector<polatis::OneWay>> FreshMap() const {
+    if (!seen_.has_value() || !client_.connected() || seen_->generation != client_.generation() ||
+        seen_->commands != client_.commands_sent() || absl::Now() - seen_->at > absl::Seconds(1)) {
+      return std::nullopt;
+    }
+    return seen_->map;
+  }
+
+  // The read-back after a change. When the change went through on this
+  // connection (the last *OPC? answered), one :conn:stat?. Otherwise (the
+  // connection was lost, a reply timed out or was garbage, or that read
+  // failed) once more, reconnecting when needed: *OPC? first, so the map is
+  // read only after the switch says the change is complete.
+  absl::StatusOr<std::vector<polatis::OneWay>> ReadBack(bool change_went_through) {
+    absl::Status first;
+    if (change_went_through) {
+      auto m = ReadConnections();
+      if (m.ok()) return m;
+      first = m.status();
+      log::Warn("polatis {}: read-back failed ({}); trying once more", client_.peer(),
+                first.ToString());
+    }
+    client_.AllowReconnect();
+    auto opc = Query("*OPC?", options_.completion_timeout);
+    absl::Status done = opc.status();
+    if (opc.ok()) {
+      std::string text(absl::StripAsciiWhitespace(*opc));
+      if (text != "1" && text != "+1") {
+        done = Garbage("*OPC?", absl::InvalidArgumentError(absl::StrCat("'", *opc, "'")));
+      }
+    }
+    if (!done.ok()) {
+      return Annotate(done,
+                      "the switch did not report the change complete, so its state was "
+                      "not read back");
+    }
+    return ReadConnections();
   }
 
   // Pops the error queue until it reports code 0.
@@ -184,17 +240,24 @@ class PolatisBackend : public OcsBackend {
     return out;
   }
 
+  struct Seen {
+    std::vector<polatis::OneWay> map;
+    int generation = 0;
+    uint64_t commands = 0;
+    absl::Time at;
+  };
+
   PolatisOptions options_;
   LineClient client_;
-  int ingress_ = 0;  // ingress port count; egress ports are ingress_+1..
-  int ports_ = 0;    // duplex ports
+  int ingress_ = 0;           // ingress port count; egress ports are ingress_+1..
+  int ports_ = 0;             // duplex ports
+  std::optional<Seen> seen_;  // the last map read
 };
 
 absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
-                                    const std::vector<Circuit>& add,
-                                    std::vector<CircuitOutcome>& outcomes) {
-  outcomes.clear();
-  client_.AllowReconnect();
+                                    const std::vector<Circuit>& add, ChangeReport& report) {
+  report = ChangeReport{};
+  std::vector<CircuitOutcome>& outcomes = report.outcomes;
   for (const auto& c : remove) outcomes.push_back({c, false, absl::OkStatus()});
   for (const auto& c : add) outcomes.push_back({c, true, absl::OkStatus()});
   auto fail_all = [&](const absl::Status& s) {
@@ -202,25 +265,65 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
     return s;
   };
   if (outcomes.empty()) return absl::OkStatus();
-  if (absl::Status s = EnsureSize(); !s.ok()) return fail_all(s);
+  std::optional<std::vector<polatis::OneWay>> map = FreshMap();
+  client_.AllowReconnect();
+  if (absl::Status s = EnsureSize(); !s.ok()) {
+    report.read_back = s;
+    return fail_all(s);
+  }
+  std::set<int> touched;
   for (const auto& o : outcomes) {
     if (o.circuit.a < 1 || o.circuit.b > ports_ || o.circuit.a >= o.circuit.b) {
+      report.read_back = absl::InvalidArgumentError("not read: the change was refused");
       return fail_all(absl::InvalidArgumentError(
           absl::StrCat("polatis ", client_.peer(), ": circuit ", CircuitText(o.circuit),
                        " is not a pair of different ports in 1..", ports_, "; nothing changed")));
     }
+    touched.insert({o.circuit.a, o.circuit.b});
   }
+
   // Errors left over from before this change must not be blamed on it.
+  absl::Status transport;  // the first I/O error, timeout or garbage reply
   {
     auto stale = DrainErrors();
-    if (!stale.ok()) return fail_all(stale.status());
-    for (const auto& e : *stale) {
-      log::Warn("polatis {}: stale error before change: {},\"{}\"", client_.peer(), e.code,
-                e.message);
+    if (stale.ok()) {
+      for (const auto& e : *stale) {
+        log::Warn("polatis {}: stale error before change: {},\"{}\"", client_.peer(), e.code,
+                  e.message);
+      }
+    } else {
+      transport = stale.status();
+    }
+  }
+  // One-way leftovers on the ports of this change (half a circuit left by an
+  // earlier partial failure, a loop, a connection made by hand) would make
+  // the additions fail forever ("port already connected"): they go with the
+  // removals.
+  if (transport.ok() && !map.has_value()) {
+    auto m = ReadConnections();
+    if (m.ok()) {
+      map = *std::move(m);
+    } else {
+      transport = m.status();
+    }
+  }
+  std::vector<polatis::OneWay> leftovers;
+  if (map.has_value()) {
+    std::set<polatis::OneWay> removing;
+    for (const auto& c : remove) {
+      for (const auto& x : polatis::ConnectionsOf(c, ingress_)) removing.insert(x);
+    }
+    for (const auto& l : polatis::LeftoversOn(*map, ingress_, ports_, touched)) {
+      if (!removing.count(l)) leftovers.push_back(l);  // a removal's own half goes with it
     }
   }
 
   std::vector<scpi::Connection> sub_conns;
+  for (const auto& [i, e] : leftovers) {
+    sub_conns.push_back({i, e});
+    log::Warn("polatis {}: clearing {} on a port of this change", client_.peer(),
+              polatis::OneWayText({i, e}, ingress_));
+  }
   for (const auto& c : remove) {
     for (const auto& [i, e] : polatis::ConnectionsOf(c, ingress_)) sub_conns.push_back({i, e});
   }
@@ -233,11 +336,13 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
   Phase addp;
   bool add_attempted = false;
   absl::Status not_attempted;
-  if (!sub_conns.empty()) sub = RunPhase("sub", sub_conns);
-  if (!sub.transport.ok()) {
+  if (transport.ok() && !sub_conns.empty()) {
+    sub = RunPhase("sub", sub_conns);
+    transport = sub.transport;
+  }
+  if (!transport.ok()) {
     not_attempted =
-        absl::Status(sub.transport.code(),
-                     absl::StrCat("not attempted: removals failed: ", sub.transport.message()));
+        absl::Status(transport.code(), absl::StrCat("not attempted: ", transport.message()));
   } else if (!sub.errors.empty() && !add_conns.empty()) {
     not_attempted = absl::AbortedError(absl::StrCat(
         "polatis ", client_.peer(), ": not attempted because the removals reported device errors: ",
@@ -245,22 +350,36 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
   } else if (!add_conns.empty()) {
     add_attempted = true;
     addp = RunPhase("add", add_conns);
+    transport = addp.transport;
   }
-  absl::Status transport = !sub.transport.ok() ? sub.transport : addp.transport;
 
-  // Read back: what the switch holds decides each circuit (reconnecting if
-  // the connection was lost during the change).
-  client_.AllowReconnect();
-  auto held = ReadConnections();
+  // Read back once the switch says the change is complete: what it holds
+  // decides each circuit.
+  auto held = ReadBack(transport.ok());
   if (!held.ok()) {
-    absl::Status first = transport.ok() ? held.status() : transport;
+    report.read_back = held.status();
     for (auto& o : outcomes) {
-      o.status = Annotate(held.status(), absl::StrCat("circuit ", CircuitText(o.circuit),
-                                                      " could not be verified"));
+      if (o.add && !add_attempted) {
+        o.status =
+            Annotate(not_attempted.ok() ? absl::AbortedError("not attempted") : not_attempted,
+                     absl::StrCat("add circuit ", CircuitText(o.circuit)));
+        continue;
+      }
+      const absl::Status& why = transport.ok() ? held.status() : transport;
+      o.status = Annotate(why, absl::StrCat("circuit ", CircuitText(o.circuit),
+                                            " could not be verified (state unknown)"));
     }
-    return first;
+    return transport.ok() ? held.status() : transport;
   }
   std::set<polatis::OneWay> have(held->begin(), held->end());
+  std::vector<std::string> ignored;
+  report.after = polatis::CircuitsOf(*held, ingress_, ports_, &ignored);
+  // Cleared: gone now, or removed by a sub the switch took without an error
+  // (a still-broken port may have made the same half again since).
+  const bool sub_clean = !sub_conns.empty() && sub.transport.ok() && sub.errors.empty();
+  for (const auto& l : leftovers) {
+    if (sub_clean || !have.count(l)) report.cleared.push_back(polatis::OneWayText(l, ingress_));
+  }
   absl::Status first_failure = polatis::VerifyOutcomes(
       have, ingress_, outcomes, [&](const CircuitOutcome& o, const std::string& state) {
         const Phase& phase = o.add ? addp : sub;
@@ -278,6 +397,10 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
           return Annotate(phase.transport,
                           absl::StrCat(what, " circuit ", CircuitText(o.circuit), ": ", state));
         }
+        if (!transport.ok()) {
+          return Annotate(transport,
+                          absl::StrCat(what, " circuit ", CircuitText(o.circuit), ": ", state));
+        }
         std::vector<std::string> all = AllErrors(phase);
         return absl::InternalError(absl::StrCat(
             "polatis ", client_.peer(), ": ", what, " circuit ", CircuitText(o.circuit),
@@ -285,8 +408,11 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
             all.empty() ? std::string("; the switch reported no error")
                         : absl::StrCat("; the switch reported ", absl::StrJoin(all, "; "))));
       });
-  if (!transport.ok()) return transport;
   if (first_failure.ok()) {
+    if (!transport.ok()) {
+      log::Warn("polatis {}: {}; but the read-back shows every circuit done", client_.peer(),
+                transport.ToString());
+    }
     for (const auto& e : AllErrors(sub)) {
       log::Warn("polatis {}: removal error {} but every circuit verified", client_.peer(), e);
     }

@@ -2,6 +2,7 @@
 // Runs on the service's calling thread.
 #include "ocs_driver/polatis/polatis_tl1_backend.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -68,13 +69,14 @@ class PolatisTl1Backend : public OcsBackend {
     std::vector<std::string> leftovers;
     std::vector<Circuit> circuits = polatis::CircuitsOf(connections, ports_, ports_, &leftovers);
     for (const auto& l : leftovers) {
-      log::Warn("polatis-tl1 {}: {} (not a circuit; left alone)", client_.peer(), l);
+      log::Warn("polatis-tl1 {}: {} (not a circuit; left alone unless a change needs its ports)",
+                client_.peer(), l);
     }
     return circuits;
   }
 
   absl::Status Change(const std::vector<Circuit>& remove, const std::vector<Circuit>& add,
-                      std::vector<CircuitOutcome>& outcomes) override;
+                      ChangeReport& report) override;
 
  private:
   // Starts a backend call: reconnects (and logs in again) when the
@@ -183,8 +185,27 @@ class PolatisTl1Backend : public OcsBackend {
     }
     auto p = tl1::ParsePatches(r);
     if (!p.ok()) return Garbage("RTRV-PATCH", p.status().message());
+    seen_ = Seen{*p, client_.generation(), client_.commands_sent(), absl::Now()};
     return p;
   }
+
+  // The patches of the Read just before, when no command was sent since on
+  // the same connection (less than a second ago); see the SCPI backend.
+  std::optional<std::vector<polatis::OneWay>> FreshPatches() const {
+    if (!seen_.has_value() || !client_.connected() || seen_->generation != client_.generation() ||
+        seen_->commands != client_.commands_sent() || absl::Now() - seen_->at > absl::Seconds(1)) {
+      return std::nullopt;
+    }
+    return seen_->map;
+  }
+
+  struct Seen {
+    std::vector<polatis::OneWay> map;
+    int generation = 0;
+    uint64_t commands = 0;
+    absl::Time at;
+  };
+  std::optional<Seen> seen_;
 
   PolatisTl1Options options_;
   LineClient client_;
@@ -194,29 +215,67 @@ class PolatisTl1Backend : public OcsBackend {
 };
 
 absl::Status PolatisTl1Backend::Change(const std::vector<Circuit>& remove,
-                                       const std::vector<Circuit>& add,
-                                       std::vector<CircuitOutcome>& outcomes) {
-  outcomes.clear();
+                                       const std::vector<Circuit>& add, ChangeReport& report) {
+  report = ChangeReport{};
+  std::vector<CircuitOutcome>& outcomes = report.outcomes;
   for (const auto& c : remove) outcomes.push_back({c, false, absl::OkStatus()});
   for (const auto& c : add) outcomes.push_back({c, true, absl::OkStatus()});
   if (outcomes.empty()) return absl::OkStatus();
   auto fail_all = [&](const absl::Status& s) {
     for (auto& o : outcomes) o.status = s;
+    report.read_back = s;
     return s;
   };
+  std::set<int> touched;
   for (const auto& o : outcomes) {
     if (o.circuit.a < 1 || o.circuit.b > ports_ || o.circuit.a >= o.circuit.b) {
       return fail_all(absl::InvalidArgumentError(
           absl::StrCat("polatis-tl1 ", client_.peer(), ": circuit ", CircuitText(o.circuit),
                        " is not a pair of different ports in 1..", ports_, "; nothing changed")));
     }
+    touched.insert({o.circuit.a, o.circuit.b});
   }
+  std::optional<std::vector<polatis::OneWay>> map = FreshPatches();
   if (absl::Status s = Begin(); !s.ok()) return fail_all(s);
 
   // Per outcome: the DENY texts of its commands.
   std::vector<std::vector<std::string>> denied(outcomes.size());
   absl::Status transport;
   bool removals_ok = true;
+  // One-way leftovers on the ports of this change would block the
+  // additions: removed first (by ingress port).
+  if (!map.has_value()) {
+    auto m = Patches();
+    if (m.ok()) {
+      map = *std::move(m);
+    } else {
+      transport = m.status();
+    }
+  }
+  std::vector<polatis::OneWay> leftovers;
+  if (map.has_value()) {
+    std::set<polatis::OneWay> removing;
+    for (const auto& c : remove) {
+      for (const auto& x : polatis::ConnectionsOf(c, ports_)) removing.insert(x);
+    }
+    for (const auto& l : polatis::LeftoversOn(*map, ports_, ports_, touched)) {
+      if (!removing.count(l)) leftovers.push_back(l);  // a removal's own half goes with it
+    }
+  }
+  std::vector<bool> leftover_deleted(leftovers.size(), false);
+  for (size_t i = 0; i < leftovers.size() && transport.ok(); ++i) {
+    log::Warn("polatis-tl1 {}: clearing {} on a port of this change", client_.peer(),
+              polatis::OneWayText(leftovers[i], ports_));
+    auto r = Run("DLT-PATCH", absl::StrCat(leftovers[i].first), options_.completion_timeout);
+    if (!r.ok()) {
+      transport = r.status();
+    } else if (!r->completed()) {
+      log::Warn("polatis-tl1 {}: clearing {} denied: {}", client_.peer(),
+                polatis::OneWayText(leftovers[i], ports_), DenyText(*r));
+    } else {
+      leftover_deleted[i] = true;
+    }
+  }
   for (size_t i = 0; i < remove.size() && transport.ok(); ++i) {
     for (const auto& [in, eg] : polatis::ConnectionsOf(remove[i], ports_)) {
       auto r = Run("DLT-PATCH", absl::StrCat(in), options_.completion_timeout);
@@ -253,17 +312,35 @@ absl::Status PolatisTl1Backend::Change(const std::vector<Circuit>& remove,
     }
   }
 
-  // Read back (reconnecting and logging in again if the connection was lost).
+  // Read back (reconnecting and logging in again if the connection was lost,
+  // and once more on a fresh connection if that read fails).
   absl::Status begun = Begin();
   auto held = begun.ok() ? Patches() : absl::StatusOr<std::vector<polatis::OneWay>>(begun);
+  if (!held.ok() && begun.ok()) {
+    log::Warn("polatis-tl1 {}: read-back failed ({}); trying once more on a new connection",
+              client_.peer(), held.status().ToString());
+    client_.Close();
+    begun = Begin();
+    held = begun.ok() ? Patches() : absl::StatusOr<std::vector<polatis::OneWay>>(begun);
+  }
   if (!held.ok()) {
+    report.read_back = held.status();
     for (auto& o : outcomes) {
       o.status = Annotate(held.status(), absl::StrCat("circuit ", CircuitText(o.circuit),
-                                                      " could not be verified"));
+                                                      " could not be verified (state unknown)"));
     }
     return transport.ok() ? held.status() : transport;
   }
   std::set<polatis::OneWay> have(held->begin(), held->end());
+  std::vector<std::string> ignored;
+  report.after = polatis::CircuitsOf(*held, ports_, ports_, &ignored);
+  // Cleared: gone now, or deleted (COMPLD; a still-broken port may have
+  // made the same half again since).
+  for (size_t i = 0; i < leftovers.size(); ++i) {
+    if (leftover_deleted[i] || !have.count(leftovers[i])) {
+      report.cleared.push_back(polatis::OneWayText(leftovers[i], ports_));
+    }
+  }
   absl::Status first = polatis::VerifyOutcomes(
       have, ports_, outcomes, [&](const CircuitOutcome& o, const std::string& state) {
         size_t index = static_cast<size_t>(&o - outcomes.data());
@@ -284,7 +361,11 @@ absl::Status PolatisTl1Backend::Change(const std::vector<Circuit>& remove,
                                                 " circuit ", CircuitText(o.circuit),
                                                 " failed: ", state, " although it was accepted"));
       });
-  return transport.ok() ? first : transport;
+  if (first.ok() && !transport.ok()) {
+    log::Warn("polatis-tl1 {}: {}; but the read-back shows every circuit done", client_.peer(),
+              transport.ToString());
+  }
+  return first;
 }
 
 }  // namespace

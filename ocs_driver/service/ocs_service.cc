@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <iterator>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -176,6 +177,7 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
   std::sort(actual->begin(), actual->end());
   absl::MutexLock lock(&mu_);
   actual_ = *actual;
+  actual_known_ = true;
   Fill(response->mutable_actual(), *actual);
   Fill(response->mutable_desired(), state_.desired);
   response->set_epoch(state_.epoch);
@@ -265,6 +267,11 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
   absl::StatusOr<std::vector<Circuit>> before = backend_->Read();
   if (!before.ok()) return ToGrpc(Annotate(before.status(), "reading the switch before a change"));
   std::sort(before->begin(), before->end());
+  {
+    absl::MutexLock lock(&mu_);
+    actual_ = *before;
+    actual_known_ = true;
+  }
   response->set_epoch(epoch);
   response->set_config_version(version);
   const std::vector<Circuit> remove = Minus(*before, desired);
@@ -286,21 +293,25 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
     state_ = next;
   }
 
-  std::vector<CircuitOutcome> outcomes;
+  ChangeReport report;
   absl::Status change;
-  std::vector<Circuit> after = *before;
+  // What the switch holds afterwards; unset: unknown (it could not be read).
+  std::optional<std::vector<Circuit>> after = *before;
   if (!remove.empty() || !add.empty()) {
     const absl::Time start = absl::Now();
-    change = backend_->Change(remove, add, outcomes);
+    change = backend_->Change(remove, add, report);
     response->set_backend_us(static_cast<uint64_t>(absl::ToInt64Microseconds(absl::Now() - start)));
-    absl::StatusOr<std::vector<Circuit>> read = backend_->Read();
-    if (read.ok()) {
-      after = std::move(*read);
-      std::sort(after.begin(), after.end());
+    // The backend's read-back (after the switch reported completion) is the
+    // state: no second read, which could fail on its own and turn "unknown"
+    // into "empty".
+    after = report.after;
+    if (after.has_value()) {
+      std::sort(after->begin(), after->end());
     } else {
-      log::Error("reading the switch back after a change failed: {}", read.status().ToString());
-      if (change.ok()) change = Annotate(read.status(), "reading the switch back");
+      log::Error("the switch's state after the change is unknown: {}",
+                 (report.read_back.ok() ? change : report.read_back).ToString());
     }
+    for (const std::string& c : report.cleared) log::Warn("cleared {}", c);
   } else {
     response->set_noop(true);  // new version, same circuits: nothing to drive
   }
@@ -312,59 +323,105 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
     }
   }
   response->set_ports_changed(ports_changed);
-  // One result per changed circuit, even where the backend left some out.
-  // Backends report outcomes in request order (removals, then additions);
-  // look further only when one does not.
+  // One result per changed circuit. The read-back decides it (an add is done
+  // when the switch holds the circuit afterwards, a removal when it does
+  // not); the backend's outcome gives the reason of a failure. Backends
+  // report outcomes in request order (removals, then additions); look
+  // further only when one does not.
+  const std::vector<CircuitOutcome>& outcomes = report.outcomes;
+  absl::Status first_failure;
   auto result_of = [&](const Circuit& c, bool is_add, size_t index) {
     v1::CircuitResult* r = response->add_results();
     r->mutable_circuit()->set_port_a(static_cast<uint32_t>(c.a));
     r->mutable_circuit()->set_port_b(static_cast<uint32_t>(c.b));
     r->set_op(is_add ? v1::CircuitResult::ADD : v1::CircuitResult::REMOVE);
+    const CircuitOutcome* o = nullptr;
     if (index < outcomes.size() && outcomes[index].circuit == c && outcomes[index].add == is_add) {
-      r->set_code(static_cast<int32_t>(outcomes[index].status.code()));
-      r->set_message(std::string(outcomes[index].status.message()));
-      return;
-    }
-    for (const CircuitOutcome& o : outcomes) {
-      if (o.circuit == c && o.add == is_add) {
-        r->set_code(static_cast<int32_t>(o.status.code()));
-        r->set_message(std::string(o.status.message()));
-        return;
+      o = &outcomes[index];
+    } else {
+      for (const CircuitOutcome& x : outcomes) {
+        if (x.circuit == c && x.add == is_add) o = &x;
       }
     }
-    if (!change.ok()) {  // no outcome reported: judge by the state read back
-      const bool present = std::binary_search(after.begin(), after.end(), c);
+    absl::Status said = o != nullptr ? o->status : change;
+    absl::Status status;
+    if (after.has_value()) {
+      const bool present = std::binary_search(after->begin(), after->end(), c);
       if (present != is_add) {
-        r->set_code(static_cast<int32_t>(change.code()));
-        r->set_message(std::string(change.message()));
+        status = !said.ok()
+                     ? said
+                     : absl::InternalError(absl::StrCat(
+                           is_add ? "add" : "remove", " circuit ", c.a, "-", c.b, ": the switch ",
+                           present ? "still holds" : "does not hold", " it after the change"));
+      } else if (!said.ok()) {
+        log::Warn("{} circuit {}-{}: done by the read-back although the backend said: {}",
+                  is_add ? "add" : "remove", c.a, c.b, said.ToString());
       }
+    } else {
+      status = !said.ok() ? said
+                          : Annotate(report.read_back.ok() ? absl::UnknownError("state unknown")
+                                                           : report.read_back,
+                                     absl::StrCat("circuit ", c.a, "-", c.b,
+                                                  " could not be verified (state unknown)"));
+    }
+    if (!status.ok()) {
+      r->set_code(static_cast<int32_t>(status.code()));
+      r->set_message(std::string(status.message()));
+      if (first_failure.ok()) first_failure = status;
     }
   };
   response->mutable_results()->Reserve(static_cast<int>(remove.size() + add.size()));
   for (size_t i = 0; i < remove.size(); ++i) result_of(remove[i], false, i);
   for (size_t i = 0; i < add.size(); ++i) result_of(add[i], true, remove.size() + i);
-  Fill(response->mutable_actual(), after);
+  for (const std::string& c : report.cleared) response->add_cleared(c);
+
+  // The outcome of the whole request: done when the read-back shows the
+  // desired set, whatever went wrong on the way.
+  absl::Status outcome;
+  if (!after.has_value()) {
+    response->set_actual_unknown(true);
+    outcome = !change.ok()             ? change
+              : !report.read_back.ok() ? report.read_back
+                                       : absl::UnknownError("the switch could not be read back");
+  } else {
+    Fill(response->mutable_actual(), *after);
+    if (!first_failure.ok()) {
+      outcome = !change.ok() ? change : first_failure;
+    } else if (*after != desired) {
+      outcome = absl::InternalError(absl::StrCat("the switch holds [", Describe(*after),
+                                                 "] after the change, not the desired [",
+                                                 Describe(desired), "]"));
+    } else if (!change.ok()) {
+      log::Warn("change reported '{}' but the read-back shows the desired state",
+                change.ToString());
+    }
+  }
 
   v1::WatchEvent event;
   event.set_kind(v1::WatchEvent::CHANGE);
   event.set_epoch(epoch);
   event.set_config_version(version);
-  Fill(event.mutable_circuits(), after);
-  Fill(event.mutable_added(), Minus(after, *before));
-  Fill(event.mutable_removed(), Minus(*before, after));
-  if (!change.ok()) event.set_error(std::string(change.message()));
+  if (after.has_value()) {
+    Fill(event.mutable_circuits(), *after);
+    Fill(event.mutable_added(), Minus(*after, *before));
+    Fill(event.mutable_removed(), Minus(*before, *after));
+  } else {
+    event.set_circuits_unknown(true);
+  }
+  if (!outcome.ok()) event.set_error(std::string(outcome.message()));
   {
     absl::MutexLock lock(&mu_);
-    actual_ = after;
+    actual_known_ = after.has_value();
+    actual_ = after.value_or(std::vector<Circuit>{});
   }
   Publish(std::move(event));
-  if (change.ok()) return grpc::Status::OK;
+  if (outcome.ok()) return grpc::Status::OK;
 
   google::rpc::Status details;
-  details.set_code(static_cast<int32_t>(change.code()));
-  details.set_message(absl::StrCat("apply failed in part: ", change.message()));
+  details.set_code(static_cast<int32_t>(outcome.code()));
+  details.set_message(absl::StrCat("apply failed in part: ", outcome.message()));
   details.add_details()->PackFrom(*response);
-  return grpc::Status(static_cast<grpc::StatusCode>(change.code()), details.message(),
+  return grpc::Status(static_cast<grpc::StatusCode>(outcome.code()), details.message(),
                       details.SerializeAsString());
 }
 
@@ -392,6 +449,7 @@ grpc::Status OcsService::Watch(grpc::ServerContext* context, const v1::WatchRequ
     snapshot.set_epoch(state_.epoch);
     snapshot.set_config_version(state_.config_version);
     Fill(snapshot.mutable_circuits(), actual_);
+    snapshot.set_circuits_unknown(!actual_known_);
     sub.queue.push_back(std::move(snapshot));
     subscribers_.insert(&sub);
   }

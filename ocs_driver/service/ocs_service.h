@@ -112,6 +112,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   PersistedState state_ ABSL_GUARDED_BY(mu_);
   std::vector<Circuit> actual_ ABSL_GUARDED_BY(mu_);  // last read from the device
+  bool actual_known_ ABSL_GUARDED_BY(mu_) = true;     // false: the last read-back failed
   std::set<Subscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -11,7 +11,10 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
@@ -23,29 +26,52 @@ class SimBackend : public OcsBackend {
  public:
   explicit SimBackend(SimOptions options) : options_(std::move(options)) {}
 
-  // Loads the hardware file ("a b" per line) when it exists.
+  // Loads the hardware file (one circuit "a b" per line; blank lines are
+  // ignored) when it exists, then rewrites it, so that a file that cannot be
+  // written fails now, at start-up, and not at the first change.
   absl::Status Load() {
-    if (options_.hardware_file.empty()) return absl::OkStatus();
-    std::ifstream in(options_.hardware_file);
-    if (!in) {
-      if (access(options_.hardware_file.c_str(), F_OK) != 0) return absl::OkStatus();
-      return ErrnoStatus(options_.hardware_file, "open");
-    }
-    int a = 0, b = 0;
-    while (in >> a >> b) {
-      if (a < 1 || b < 1 || a > options_.ports || b > options_.ports || a == b || peer_.count(a) ||
-          peer_.count(b)) {
-        return absl::InvalidArgumentError(absl::StrCat("sim hardware file ", options_.hardware_file,
-                                                       ": bad circuit ", a, " ", b));
-      }
-      peer_[a] = b;
-      peer_[b] = a;
-    }
-    if (!in.eof()) {
+    const std::string& file = options_.hardware_file;
+    if (file.empty()) return absl::OkStatus();
+    auto bad = [&](int line, absl::string_view why) {
       return absl::InvalidArgumentError(
-          absl::StrCat("sim hardware file ", options_.hardware_file, ": not \"a b\" lines"));
+          absl::StrCat("sim hardware file ", file, " line ", line, ": ", why));
+    };
+    std::ifstream in(file);
+    if (in) {
+      std::string text;
+      int number = 0;
+      while (std::getline(in, text)) {
+        ++number;
+        std::vector<absl::string_view> fields =
+            absl::StrSplit(text, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+        if (fields.empty()) continue;
+        int ab[2] = {0, 0};
+        if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &ab[0]) ||
+            !absl::SimpleAtoi(fields[1], &ab[1])) {
+          return bad(number, absl::StrCat("'", absl::CEscape(text.substr(0, 80)),
+                                          "' is not a circuit \"a b\" (two port numbers)"));
+        }
+        for (int i = 0; i < 2; ++i) {
+          if (ab[i] < 1 || ab[i] > options_.ports) {
+            return bad(number, absl::StrCat(i == 0 ? "first" : "second", " port ", ab[i],
+                                            " is out of range 1..", options_.ports, " (--ports)"));
+          }
+          if (peer_.count(ab[i])) {
+            return bad(number, absl::StrCat("port ", ab[i], " is already in circuit ", ab[i], "-",
+                                            peer_[ab[i]]));
+          }
+        }
+        if (ab[0] == ab[1])
+          return bad(number, absl::StrCat("circuit from port ", ab[0], " to itself"));
+        peer_[ab[0]] = ab[1];
+        peer_[ab[1]] = ab[0];
+      }
+      if (in.bad() || !in.eof())
+        return ErrnoStatus(absl::StrCat("sim hardware file ", file), "read");
+    } else if (access(file.c_str(), F_OK) == 0) {
+      return ErrnoStatus(absl::StrCat("sim hardware file ", file), "open");
     }
-    return absl::OkStatus();
+    return Annotate(Save(), absl::StrCat("sim hardware file ", file, " cannot be written"));
   }
 
   absl::StatusOr<BackendInfo> Info() override {
@@ -63,8 +89,9 @@ class SimBackend : public OcsBackend {
   absl::StatusOr<std::vector<Circuit>> Read() override { return Circuits(); }
 
   absl::Status Change(const std::vector<Circuit>& remove, const std::vector<Circuit>& add,
-                      std::vector<CircuitOutcome>& outcomes) override {
-    outcomes.clear();
+                      ChangeReport& report) override {
+    report = ChangeReport{};
+    std::vector<CircuitOutcome>& outcomes = report.outcomes;
     absl::Status first;
     bool changed = false;
     for (const Circuit& c : remove) {
@@ -98,10 +125,17 @@ class SimBackend : public OcsBackend {
       if (first.ok()) first = o.status;
       outcomes.push_back(o);
     }
+    absl::Status saved;
     if (changed) {
-      if (absl::Status s = Save(); !s.ok() && first.ok()) first = s;
+      saved = Save();
       absl::SleepFor(options_.switching_time);
     }
+    if (!saved.ok()) {
+      // The "hardware" (the file) may not hold what memory holds: unknown.
+      report.read_back = Annotate(saved, "sim hardware file not rewritten");
+      return first.ok() ? report.read_back : first;
+    }
+    report.after = Circuits();
     return first;
   }
 
@@ -145,28 +179,18 @@ absl::StatusOr<std::unique_ptr<OcsBackend>> OpenSimBackend(const SimOptions& opt
         absl::StrCat("sim: --ports must be >= 2, got ", options.ports));
   }
   if (options.switching_time < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("sim: negative switching time");
+    return absl::InvalidArgumentError(absl::StrCat("sim: --switch-ms must be >= 0, got ",
+                                                   absl::FormatDuration(options.switching_time)));
   }
   for (int p : options.fail_ports) {
     if (p < 1 || p > options.ports) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sim: fail port ", p, " out of range 1..", options.ports));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim: --sim-fail-ports: port ", p, " is out of range 1..", options.ports, " (--ports)"));
     }
   }
   auto backend = std::make_unique<SimBackend>(options);
   RETURN_IF_ERROR(backend->Load());
   return backend;
-}
-
-std::unique_ptr<OcsBackend> MakeSimBackend(const SimOptions& options) {
-  absl::StatusOr<std::unique_ptr<OcsBackend>> b = OpenSimBackend(options);
-  if (b.ok()) return std::move(*b);
-  log::Error("sim backend: {}; starting empty", b.status().ToString());
-  SimOptions plain = options;
-  plain.hardware_file.clear();
-  plain.ports = std::max(plain.ports, 2);
-  plain.fail_ports.clear();
-  return std::make_unique<SimBackend>(plain);
 }
 
 }  // namespace mixnet::ocs

@@ -6,8 +6,8 @@
 //   - fail_ports: adds that touch one of these ports fail with Unavailable
 //     (an injected hardware fault), so partial failures can be tested;
 //   - hardware_file: the "hardware" state is kept in this file (loaded at
-//     open, rewritten atomically as soon as a change is made, before the
-//     switching time), emulating a switch that outlives the daemon.
+//     open, rewritten atomically at open and as soon as a change is made,
+//     before the switching time), emulating a switch that outlives the daemon.
 //
 // Threading: the service calls it from one thread at a time (OcsBackend's
 // contract); it has no background work and no locking of its own.
@@ -34,12 +34,13 @@ struct SimOptions {
   std::string hardware_file = "";
 };
 
-// An in-memory switch. With a hardware_file that cannot be read this logs the
-// error and starts empty; use OpenSimBackend to get the error instead.
-std::unique_ptr<OcsBackend> MakeSimBackend(const SimOptions& options);
-
-// Validates the options (ports >= 2, fail_ports in range) and loads the
-// hardware_file when it exists (InvalidArgument when it is malformed).
+// Validates the options (ports >= 2, switching time >= 0, fail_ports in
+// range) and loads the hardware_file when it exists, then rewrites it. Every
+// problem is an error naming the setting (as its mixnet-ocsd flag) or the
+// file and line: InvalidArgument for bad settings or a malformed file (not
+// "a b" per line, a port out of range or used twice, a self-loop), the
+// errno's code when the file cannot be read or written. There is no
+// fallback to an empty switch: a daemon with a bad sim setup does not start.
 absl::StatusOr<std::unique_ptr<OcsBackend>> OpenSimBackend(const SimOptions& options);
 
 }  // namespace mixnet::ocs

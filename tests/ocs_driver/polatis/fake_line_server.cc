@@ -110,7 +110,8 @@ void FakeLineServer::Serve(int fd, int connection) {
         if (reply_delay_prefix_.empty() || absl::StartsWith(lower, reply_delay_prefix_)) {
           delay = reply_delay_;
         }
-        if (!garbage_prefix_.empty() && absl::StartsWith(lower, garbage_prefix_)) {
+        if (!garbage_prefix_.empty() && absl::StartsWith(lower, garbage_prefix_) &&
+            garbage_skip_-- <= 0) {
           garbage = true;
           reply = {true, garbage_reply_ + "\n"};
         }
@@ -141,8 +142,9 @@ void FakeLineServer::SetReplyDelay(absl::Duration delay, std::string only_prefix
   reply_delay_prefix_ = absl::AsciiStrToLower(only_prefix);
 }
 
-void FakeLineServer::SetGarbageReply(std::string prefix, std::string reply) {
+void FakeLineServer::SetGarbageReply(std::string prefix, std::string reply, int skip) {
   absl::MutexLock l(&mu_);
+  garbage_skip_ = skip;
   garbage_prefix_ = absl::AsciiStrToLower(prefix);
   garbage_reply_ = std::move(reply);
 }

@@ -50,8 +50,9 @@ class FakeLineServer {
   // case-insensitive, when given).
   void SetReplyDelay(absl::Duration delay, std::string only_prefix = "");
   // Lines starting with `prefix` (case-insensitive) are answered with `reply`
-  // + "\n" instead of reaching the handler; an empty prefix turns this off.
-  void SetGarbageReply(std::string prefix, std::string reply);
+  // + "\n" instead of reaching the handler, except the first `skip` of them;
+  // an empty prefix turns this off.
+  void SetGarbageReply(std::string prefix, std::string reply, int skip = 0);
   // Closes the connection right after the k-th next line (handled, not
   // answered). 0: never.
   void DropAfterLines(int k);
@@ -79,6 +80,7 @@ class FakeLineServer {
   std::string reply_delay_prefix_ ABSL_GUARDED_BY(mu_);
   std::string garbage_prefix_ ABSL_GUARDED_BY(mu_);
   std::string garbage_reply_ ABSL_GUARDED_BY(mu_);
+  int garbage_skip_ ABSL_GUARDED_BY(mu_) = 0;
   int drop_after_ ABSL_GUARDED_BY(mu_) = 0;
   int accepted_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -120,7 +120,8 @@ FakeLineServer::Reply FakePolatis::Handle(const std::string& line) {
                        Is(nodes, {kOxc, kSwit, kConn, {"stat", "states"}}))) {
     std::vector<int> in;
     std::vector<int> eg;
-    for (const auto& [i, e] : conn_) {
+    Settle();
+    for (const auto& [i, e] : shown_) {
       in.push_back(i);
       eg.push_back(e);
     }
@@ -131,7 +132,8 @@ FakeLineServer::Reply FakePolatis::Handle(const std::string& line) {
       AddError(-222, absl::StrCat("Data out of range; port ", args));
     } else {
       std::string peer;
-      for (const auto& [i, e] : conn_) {
+      Settle();
+      for (const auto& [i, e] : shown_) {
         if (i == p) peer = absl::StrCat(e);
         if (e == p) peer = absl::StrCat(i);
       }
@@ -144,6 +146,7 @@ FakeLineServer::Reply FakePolatis::Handle(const std::string& line) {
   } else if (!query && Is(nodes, {kOxc, kSwit, {"disc", "disconnect"}, {"all", "all"}})) {
     busy_until_ =
         std::max(busy_until_, absl::Now()) + switching_delay_ * static_cast<int64_t>(conn_.size());
+    for (const auto& [i, e] : conn_) pending_.push_back({busy_until_, i, 0});
     conn_.clear();
   } else if (query && (Is(nodes, {kSyst, kErr}) || Is(nodes, {kSyst, kErr, {"next", "next"}}))) {
     if (errors_.empty()) {
@@ -221,10 +224,11 @@ bool FakePolatis::Modify(const std::string& verb, const std::string& args) {
       return false;
     }
   }
-  // Valid: apply, except connections on failed ports.
-  int changed = 0;
+  // Valid: apply, except connections on failed ports. :conn:stat? shows
+  // each change once the switching is over (Settle).
+  std::vector<std::pair<int, int>> ops;  // {ingress, egress}; egress 0: removal
   if (verb == "onl") {
-    changed += static_cast<int>(conn_.size());
+    for (const auto& [i, e] : conn_) ops.push_back({i, 0});
     conn_.clear();
   }
   for (size_t k = 0; k < in.size(); ++k) {
@@ -235,13 +239,32 @@ bool FakePolatis::Modify(const std::string& verb, const std::string& args) {
     }
     if (verb == "sub") {
       conn_.erase(in[k]);
+      ops.push_back({in[k], 0});
     } else {
       conn_[in[k]] = eg[k];
+      ops.push_back({in[k], eg[k]});
     }
-    ++changed;
   }
-  busy_until_ = std::max(busy_until_, absl::Now()) + switching_delay_ * changed;
+  busy_until_ = std::max(busy_until_, absl::Now()) +
+                (switching_parallel_ ? (ops.empty() ? absl::ZeroDuration() : switching_delay_)
+                                     : switching_delay_ * static_cast<int64_t>(ops.size()));
+  for (const auto& [i, e] : ops) pending_.push_back({busy_until_, i, e});
   return true;
+}
+
+void FakePolatis::Settle() {
+  const absl::Time now = absl::Now();
+  size_t kept = 0;
+  for (const Pending& p : pending_) {
+    if (p.due > now) {
+      pending_[kept++] = p;
+    } else if (p.egress == 0) {
+      shown_.erase(p.ingress);
+    } else {
+      shown_[p.ingress] = p.egress;
+    }
+  }
+  pending_.resize(kept);
 }
 
 std::map<int, int> FakePolatis::Connections() const {
@@ -252,6 +275,7 @@ std::map<int, int> FakePolatis::Connections() const {
 void FakePolatis::SetConnection(int ingress, int egress) {
   absl::MutexLock l(&mu_);
   conn_[ingress] = egress;
+  shown_[ingress] = egress;
 }
 
 void FakePolatis::FailPort(int port) {
@@ -259,9 +283,21 @@ void FakePolatis::FailPort(int port) {
   failed_ports_.insert(port);
 }
 
+void FakePolatis::RepairPorts() {
+  absl::MutexLock l(&mu_);
+  failed_ports_.clear();
+}
+
 void FakePolatis::SetSwitchingDelay(absl::Duration per_connection) {
   absl::MutexLock l(&mu_);
   switching_delay_ = per_connection;
+  switching_parallel_ = false;
+}
+
+void FakePolatis::SetSwitchingTime(absl::Duration per_command) {
+  absl::MutexLock l(&mu_);
+  switching_delay_ = per_command;
+  switching_parallel_ = true;
 }
 
 void FakePolatis::QueueError(int code, std::string message) {

@@ -14,7 +14,10 @@
 // every reply (optionally only for commands with a prefix), garbage replies,
 // closing the connection right after the k-th command, ports that fail to
 // switch (the rest of the batch is made; an error names the port), and a
-// per-connection switching delay that *OPC? waits out.
+// per-connection switching delay that *OPC? waits out (the switch as a
+// whole: *OPC? on any connection waits for every change in progress).
+// :oxc:swit:conn:stat? reports a connection change only once its switching
+// is over, so a map read before *OPC? answered misses what is still moving.
 //
 // Threading: FakeLineServer's threads (one per connection) run the
 // interpreter; the state is behind a mutex and the public methods may be
@@ -53,7 +56,8 @@ class FakePolatis {
   int port() const { return server_.port(); }
   int size() const { return options_.size; }
 
-  // State: ingress -> egress.
+  // State: ingress -> egress, as commanded (changes still switching
+  // included; :conn:stat? shows them only once their switching is over).
   std::map<int, int> Connections() const;
   void SetConnection(int ingress, int egress);  // no checks (test setup)
 
@@ -61,12 +65,14 @@ class FakePolatis {
   void SetReplyDelay(absl::Duration delay, std::string only_prefix = "") {
     server_.SetReplyDelay(delay, std::move(only_prefix));
   }
-  void SetGarbageReply(std::string prefix, std::string reply) {
-    server_.SetGarbageReply(std::move(prefix), std::move(reply));
+  void SetGarbageReply(std::string prefix, std::string reply, int skip = 0) {
+    server_.SetGarbageReply(std::move(prefix), std::move(reply), skip);
   }
   void DropAfterCommands(int k) { server_.DropAfterLines(k); }
   void FailPort(int port);  // connections touching `port` fail to switch
-  void SetSwitchingDelay(absl::Duration per_connection);
+  void RepairPorts();       // no port fails any more
+  void SetSwitchingDelay(absl::Duration per_connection);  // connections one after another
+  void SetSwitchingTime(absl::Duration per_command);      // all of a command at once
   void QueueError(int code, std::string message);
 
   std::vector<Received> received() const { return server_.received(); }
@@ -82,10 +88,23 @@ class FakePolatis {
   const FakePolatisOptions options_;
 
   mutable absl::Mutex mu_;
-  std::map<int, int> conn_ ABSL_GUARDED_BY(mu_);  // ingress -> egress
+  // A commanded change that :conn:stat? shows from `due` (when the
+  // switching is over); egress 0 is a removal.
+  struct Pending {
+    absl::Time due;
+    int ingress = 0;
+    int egress = 0;
+  };
+  // Applies the pending changes that are due to shown_.
+  void Settle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::map<int, int> conn_ ABSL_GUARDED_BY(mu_);   // ingress -> egress, as commanded
+  std::map<int, int> shown_ ABSL_GUARDED_BY(mu_);  // what :conn:stat? reports
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
   std::set<int> failed_ports_ ABSL_GUARDED_BY(mu_);
   absl::Duration switching_delay_ ABSL_GUARDED_BY(mu_);
+  bool switching_parallel_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time busy_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string boot_mode_ ABSL_GUARDED_BY(mu_) = "DARK";
 

@@ -217,6 +217,24 @@ TEST(OcsdTest, GarbageOnTheSocketDoesNotHurt) {
   EXPECT_TRUE(d->Stop().ok());
 }
 
+// A bad sim hardware file stops the daemon at start, naming file and line
+// (never an empty switch with an error in the log only).
+TEST(OcsdTest, BadSimHardwareFileRefusesToStart) {
+  TempDir dir;
+  const std::string file = dir.path() + "/hw";
+  { std::ofstream(file) << "1 2\n3\n"; }
+  auto d = DaemonProcess::Start(
+      {"--ports", "8", "--sim-hardware-file", file, "--listen", "127.0.0.1:0"}, {});
+  ASSERT_FALSE(d.ok()) << "started with a malformed hardware file";
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr(file + " line 2"));
+  { std::ofstream(file) << "1 2\n"; }
+  d = DaemonProcess::Start({"--ports", "8", "--sim-hardware-file", file, "--sim-fail-ports", "9",
+                            "--listen", "127.0.0.1:0"},
+                           {});
+  ASSERT_FALSE(d.ok()) << "started with a fail port out of range";
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("--sim-fail-ports"));
+}
+
 TEST(OcsdTest, SameVersionAndContentsIsANoOp) {
   auto d = StartDaemon({"--ports", "8", "--switch-ms", "300"});
   ASSERT_NE(d, nullptr);

@@ -2,7 +2,13 @@
 // injection, hardware file), the state store (round trip, corruption, the
 // directory lock), request validation and the listen-address policy.
 // Label cpu. Test thread only.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
+
+#include "absl/strings/str_split.h"
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -25,16 +31,17 @@ TEST(SimBackendTest, ChangesSleepsOnceAndInjectsFaults) {
       OpenSimBackend({.ports = 8, .switching_time = absl::Milliseconds(50), .fail_ports = {8}});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)->Info()->ports, 8);
-  std::vector<CircuitOutcome> out;
+  ChangeReport rep;
+  std::vector<CircuitOutcome>& out = rep.outcomes;
   absl::Time start = absl::Now();
-  ASSERT_TRUE((*b)->Change({}, {{1, 2}, {3, 4}}, out).ok());
+  ASSERT_TRUE((*b)->Change({}, {{1, 2}, {3, 4}}, rep).ok());
   const absl::Duration took = absl::Now() - start;
   EXPECT_GE(took, absl::Milliseconds(50));
   EXPECT_LT(took, absl::Milliseconds(95)) << "the switching time is slept once per change";
   EXPECT_EQ(out.size(), 2u);
   EXPECT_THAT((*b)->Read().value(), ElementsAre(Circuit{1, 2}, Circuit{3, 4}));
 
-  absl::Status s = (*b)->Change({{1, 2}}, {{1, 5}, {7, 8}}, out);
+  absl::Status s = (*b)->Change({{1, 2}}, {{1, 5}, {7, 8}}, rep);
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   ASSERT_EQ(out.size(), 3u);
   EXPECT_TRUE(out[0].status.ok());
@@ -44,7 +51,7 @@ TEST(SimBackendTest, ChangesSleepsOnceAndInjectsFaults) {
   EXPECT_THAT((*b)->Read().value(), ElementsAre(Circuit{1, 5}, Circuit{3, 4}));
 
   start = absl::Now();
-  ASSERT_TRUE((*b)->Change({}, {}, out).ok());
+  ASSERT_TRUE((*b)->Change({}, {}, rep).ok());
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(40)) << "nothing changed, no sleep";
   EXPECT_FALSE(OpenSimBackend({.ports = 1}).ok());
   EXPECT_FALSE(OpenSimBackend({.ports = 8, .fail_ports = {9}}).ok());
@@ -56,8 +63,8 @@ TEST(SimBackendTest, HardwareFileOutlivesTheBackend) {
   {
     auto b = OpenSimBackend({.ports = 8, .hardware_file = file});
     ASSERT_TRUE(b.ok());
-    std::vector<CircuitOutcome> out;
-    ASSERT_TRUE((*b)->Change({}, {{2, 7}}, out).ok());
+    ChangeReport rep;
+    ASSERT_TRUE((*b)->Change({}, {{2, 7}}, rep).ok());
   }
   auto b = OpenSimBackend({.ports = 8, .hardware_file = file});
   ASSERT_TRUE(b.ok());
@@ -68,6 +75,60 @@ TEST(SimBackendTest, HardwareFileOutlivesTheBackend) {
   { std::ofstream(file) << "1 x\n"; }
   EXPECT_TRUE(
       absl::IsInvalidArgument(OpenSimBackend({.ports = 8, .hardware_file = file}).status()));
+}
+
+// A bad sim setup is refused with an error naming the setting or the file
+// and line; there is no fallback to an empty switch.
+TEST(SimBackendTest, BadSettingsAndHardwareFilesAreRefusedNamingTheField) {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/hw";
+  auto refused = [&](const SimOptions& o, const std::string& text) {
+    absl::StatusOr<std::unique_ptr<OcsBackend>> b = OpenSimBackend(o);
+    EXPECT_FALSE(b.ok()) << text;
+    for (absl::string_view part : absl::StrSplit(text, '|')) {
+      EXPECT_THAT(std::string(b.status().message()), HasSubstr(std::string(part)));
+    }
+  };
+  refused({.ports = 1}, "--ports must be >= 2");
+  refused({.ports = 8, .switching_time = absl::Milliseconds(-1)}, "--switch-ms");
+  refused({.ports = 8, .fail_ports = {9}}, "--sim-fail-ports|9|1..8");
+  const std::pair<const char*, const char*> bad_files[] = {
+      {"1 2\n3\n", "line 2|'3' is not a circuit"},     // an odd port out
+      {"1 2 3\n", "line 1|'1 2 3' is not a circuit"},  // three on a line
+      {"1 2\n\n3 x\n", "line 3|'3 x'"},                // not a number
+      {"1 9\n", "line 1|second port 9 is out of range 1..8 (--ports)"},
+      {"1 2\n2 3\n", "line 2|port 2 is already in circuit 2-1"},
+      {"4 4\n", "line 1|circuit from port 4 to itself"},
+  };
+  for (const auto& [text, error] : bad_files) {
+    { std::ofstream(file) << text; }
+    refused({.ports = 8, .hardware_file = file}, absl::StrCat(file, "|", error));
+  }
+  // A file that cannot be written is refused at start, not at the first change.
+  refused({.ports = 8, .hardware_file = dir.path() + "/no/such/dir/hw"},
+          absl::StrCat(dir.path(), "/no/such/dir/hw"));
+  // Blank lines and spacing are fine; a new file is created at start.
+  { std::ofstream(file) << "\n 1\t2 \n\n3 4\n"; }
+  auto b = OpenSimBackend({.ports = 8, .hardware_file = file});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_THAT((*b)->Read().value(), ElementsAre(Circuit{1, 2}, Circuit{3, 4}));
+  const std::string fresh = dir.path() + "/fresh";
+  ASSERT_TRUE(OpenSimBackend({.ports = 8, .hardware_file = fresh}).ok());
+  EXPECT_EQ(access(fresh.c_str(), F_OK), 0);
+}
+
+TEST(SimBackendTest, HardwareFileNotRewrittenMakesTheStateUnknown) {
+  testing::TempDir dir;
+  const std::string sub = dir.path() + "/sub";
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  auto b = OpenSimBackend({.ports = 8, .hardware_file = sub + "/hw"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::filesystem::remove_all(sub);  // the "hardware" can no longer be written
+  ChangeReport rep;
+  absl::Status s = (*b)->Change({}, {{1, 2}}, rep);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(rep.after.has_value());
+  EXPECT_THAT(std::string(rep.read_back.message()), HasSubstr("not rewritten"));
 }
 
 TEST(StateStoreTest, RoundTripCorruptionAndLock) {
