@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.workload.seed, "workload seed")->capture_default_str();
   app.add_option("--trace", o.workload.trace,
                  "token-count trace (TrafficReport JSON lines) instead of the generator");
+  app.add_option("--placement", o.workload.placement,
+                 "experts on hosts: round_robin (e % hosts) or contiguous (blocks, as "
+                 "examples/moe_pytorch and its traces number them)")
+      ->capture_default_str();
   app.add_option("--attention-ms", o.compute.attention_fwd_ms, "forward attention per layer, ms")
       ->capture_default_str();
   app.add_option("--expert-ms", o.compute.expert_fwd_ms, "forward expert compute per layer, ms")

@@ -23,7 +23,8 @@ std::string RunConfig::ToJson() const {
                         {"zipf_s", w.zipf_s},
                         {"drift_every", w.drift_every},
                         {"jitter", w.jitter},
-                        {"trace", w.trace}}},
+                        {"trace", w.trace},
+                        {"placement", w.placement}}},
                       {"compute",
                        {{"attention_fwd_ms", k.attention_fwd_ms},
                         {"expert_fwd_ms", k.expert_fwd_ms},
@@ -63,6 +64,7 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.workload.drift_every = w.at("drift_every");
     c.workload.jitter = w.at("jitter");
     c.workload.trace = w.at("trace");
+    c.workload.placement = w.at("placement");
     const nlohmann::json& k = j.at("compute");
     c.compute.attention_fwd_ms = k.at("attention_fwd_ms");
     c.compute.expert_fwd_ms = k.at("expert_fwd_ms");

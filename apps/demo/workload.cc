@@ -166,7 +166,14 @@ absl::StatusOr<Workload> Workload::Create(WorkloadOptions o) {
     t.host_region.push_back("r0");
     t.rank_host.push_back(h);
   }
-  for (int e = 0; e < o.hosts * o.experts_per_host; ++e) t.expert_rank.push_back(e % o.hosts);
+  if (o.placement != "round_robin" && o.placement != "contiguous") {
+    return absl::InvalidArgumentError(absl::StrCat("workload: placement '", o.placement,
+                                                   "' (round_robin or contiguous)"));
+  }
+  const bool blocks = o.placement == "contiguous";
+  for (int e = 0; e < o.hosts * o.experts_per_host; ++e) {
+    t.expert_rank.push_back(blocks ? e / o.experts_per_host : e % o.hosts);
+  }
   ASSIGN_OR_RETURN(ExpertPlacement p, ExpertPlacement::Create(std::move(t)));
   Workload w(std::move(o), std::move(p));
   w.trace_ = std::move(trace);
@@ -199,7 +206,7 @@ TokenCounts Workload::Counts(int64_t iteration, int layer) const {
   double z_all = 0;
   for (int e = 0; e < experts; ++e) {
     z[e] = 1.0 / std::pow(hot_rank[e] + 1.0, o_.zipf_s);
-    z_host[e % hosts] += z[e];
+    z_host[placement_.HostOfExpert(e)] += z[e];
     z_all += z[e];
   }
   TokenCounts out = TokenCounts::Zero(key, hosts, experts);
@@ -209,7 +216,7 @@ TokenCounts Workload::Counts(int64_t iteration, int layer) const {
     std::vector<double> p(experts);
     double sum = 0;
     for (int e = 0; e < experts; ++e) {
-      const int h = e % hosts;
+      const int h = placement_.HostOfExpert(e);
       double v = (1 - o_.affine_share) * z[e] / z_all;
       if (h == affinity[s]) v += o_.affine_share * z[e] / z_host[h];
       v *= 1 + o_.jitter * (2 * jit.Uniform() - 1);
@@ -245,18 +252,20 @@ std::string Workload::Describe() const {
   if (!trace_.empty()) {
     return absl::StrFormat(
         "workload: trace %s (%d iterations, replayed in a cycle), %d hosts x %d experts each "
-        "(round-robin), "
-        "%d layers, %d bytes per token",
-        o_.trace, trace_.size(), o_.hosts, o_.experts_per_host, o_.layers, o_.token_bytes);
+        "(%s), %d layers, %d bytes per token",
+        o_.trace, trace_.size(), o_.hosts, o_.experts_per_host, o_.placement, o_.layers,
+        o_.token_bytes);
   }
   return absl::StrFormat(
-      "workload: seed %d, %d hosts x %d experts each (expert e on host e %% %d), %d layers,\n"
+      "workload: seed %d, %d hosts x %d experts each (%s), %d layers,\n"
       "  %d tokens per rank (top-1) x %d bytes. Per layer each host sends %.0f%% of its tokens to\n"
       "  the experts of its affine host (%s), the rest Zipf(s=%.2f) over all\n"
       "  experts by a per-layer hot ranking; affinities and hot experts drift every %d "
       "iterations;\n"
       "  per-iteration jitter +-%.0f%%",
-      o_.seed, o_.hosts, o_.experts_per_host, o_.hosts, o_.layers, o_.tokens, o_.token_bytes,
+      o_.seed, o_.hosts, o_.experts_per_host,
+      o_.placement == "contiguous" ? "in blocks" : "expert e on host e % hosts", o_.layers,
+      o_.tokens, o_.token_bytes,
       100 * o_.affine_share,
       o_.hosts % 2 == 0 ? "a per-layer random pairing of the hosts" : "a per-layer random cycle",
       o_.zipf_s, o_.drift_every, 100 * o_.jitter);

@@ -5,7 +5,10 @@
 //
 // Model (generated):
 //   - H hosts, one EP rank each; E = H * experts_per_host experts placed
-//     round-robin (expert e lives on host e % H).
+//     round-robin (expert e lives on host e % H), or, with placement
+//     "contiguous", in blocks (host e / experts_per_host: how
+//     examples/moe_pytorch numbers its experts, so its traces replay as
+//     recorded).
 //   - Every `drift_every` iterations ("drift epoch" d) each layer l draws
 //     anew: an affinity a_{l,d}, a random derangement of the hosts (no host
 //     is its own affine host): for an even number of hosts a random perfect
@@ -50,6 +53,7 @@ struct WorkloadOptions {
   int drift_every = 5;  // iterations per drift epoch
   double jitter = 0.1;
   std::string trace;  // token-count trace file; empty: generate
+  std::string placement = "round_robin";  // or "contiguous"
 };
 
 class Workload {

@@ -210,11 +210,15 @@ def main():
                     help="sleep after each step (stands in for the rest of a real step)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="rank 0 ends with one JSON line")
+    ap.add_argument("--trace-out", default="",
+                    help="record the gates' token counts (locality collector) to FILE.<rank>")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
     mixnet.init(store=args.store)  # rank / world size from RANK / WORLD_SIZE
     rank, world = mixnet.rank(), mixnet.world_size()
+    if args.trace_out:
+        mixnet.record_trace(f"{args.trace_out}.{rank}")
     if world < 2 or world % 2:
         sys.exit("train.py: needs an even number of ranks (4 to 8 intended)")
     args.experts = args.experts or 2 * world

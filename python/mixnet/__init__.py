@@ -257,6 +257,17 @@ def iteration():
     return _iteration
 
 
+def record_trace(path):
+    """Appends, per iteration, the token counts the locality collector took
+    from this rank's report_gate / report_counts calls (every layer) to `path`
+    as one TrafficReport JSON line, written when the next iteration's first
+    report comes and at finalize(). The files of all ranks concatenated are a
+    trace that `mixnet-demo --trace FILE --placement contiguous` replays (the
+    experts numbered as report_gate places them: contiguous blocks per rank,
+    unless expert_ranks says otherwise)."""
+    _require().record_trace(str(path))
+
+
 def epoch():
     """The topology epoch this rank's communicator has installed (0 until the
     controller commits a reconfiguration)."""

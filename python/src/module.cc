@@ -308,6 +308,9 @@ PYBIND11_MODULE(_C, m) {
            py::arg("send_counts"), py::arg("recv_ptr"), py::arg("recv_bytes"),
            py::arg("recv_counts"))
       .def("barrier", &PySession::Barrier)
+      .def("record_trace",
+           [](PySession& s, const std::string& path) { ThrowIfError(s.get().RecordTrace(path)); })
+      .def("flush_trace", [](PySession& s) { ThrowIfError(s.get().FlushTrace()); })
       .def("report_gate", &PySession::ReportGate, py::arg("layer"), py::arg("ids_ptr"),
            py::arg("is_int64"), py::arg("numel"), py::arg("k"), py::arg("num_experts"),
            py::arg("hidden"), py::arg("element_bytes"), py::arg("micro_batch"),

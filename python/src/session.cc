@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionOptions options)
 }
 
 Session::~Session() {
+  if (absl::Status st = FlushTrace(); !st.ok()) log::Warn("{}", st.ToString());
   if (agent_ != nullptr) {
     agent_->Follow(nullptr);
     agent_.reset();  // joins its threads: no call into the recorder after this
@@ -219,6 +220,7 @@ absl::StatusOr<GateRow> Session::ReportGate(const GateReport& r) {
   if (r.numel > 0 && r.ids == nullptr) return absl::InvalidArgumentError("gate ids: null buffer");
   RETURN_IF_ERROR(EnsureCollector(r));
   if (r.iteration != collector_iteration_) {
+    RETURN_IF_ERROR(FlushTrace());
     collector_->Clear();  // rows accumulate within one iteration only
     collector_iteration_ = r.iteration;
   }
@@ -271,6 +273,27 @@ absl::StatusOr<GateRow> Session::ReportGate(const GateReport& r) {
     row.sent = true;
   }
   return row;
+}
+
+absl::Status Session::RecordTrace(const std::string& path) {
+  RETURN_IF_ERROR(FlushTrace());
+  auto out = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc);
+  if (!*out) return absl::InvalidArgumentError(absl::StrCat("trace file ", path, ": cannot open"));
+  trace_ = std::move(out);
+  trace_path_ = path;
+  return absl::OkStatus();
+}
+
+absl::Status Session::FlushTrace() {
+  if (trace_ == nullptr || collector_ == nullptr || collector_iteration_ < 0) {
+    return absl::OkStatus();
+  }
+  const TrafficReport report = collector_->TakeReport(comm_->rank(), collector_iteration_);
+  if (report.entries.empty()) return absl::OkStatus();
+  *trace_ << report.ToJson() << "\n";
+  trace_->flush();
+  if (!*trace_) return absl::DataLossError(absl::StrCat("trace file ", trace_path_, ": write failed"));
+  return absl::OkStatus();
 }
 
 TopologyView Session::Topology() const {

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +138,14 @@ class Session {
 
   absl::StatusOr<GateRow> ReportGate(const GateReport& report);
 
+  // From now on, the token counts the locality collector gathered for each
+  // iteration (this rank's row of every layer reported) are appended to
+  // `path` as one TrafficReport JSON line when the next iteration's first
+  // report arrives, and at FlushTrace / destruction. Files of all ranks
+  // concatenated are a trace `mixnet-demo --trace` replays.
+  absl::Status RecordTrace(const std::string& path);
+  absl::Status FlushTrace();
+
   uint64_t epoch() const { return comm_->installed_epoch(); }
   TopologyView Topology() const;
   SessionStats Stats() const;
@@ -161,6 +170,8 @@ class Session {
   int collector_element_bytes_ = 0;
   std::vector<int> collector_expert_ranks_;
   int64_t collector_iteration_ = -1;
+  std::unique_ptr<std::ofstream> trace_;
+  std::string trace_path_;
 };
 
 // Reads a controller's status (GetStatus): rounds per region and the committed
