@@ -65,12 +65,15 @@ struct Request {
   std::array<std::shared_ptr<Lane>, kMaxRecvsLimit> lanes;
 };
 
+// A connection set-up of connect or accept (handshake.h) in the background.
+using DialTask = Background<PeerConnection>;
+
 struct ListenComm {
   Nic* nic = nullptr;
   uint64_t listen_id = 0;
   ControlListener control;
   // Connections being answered, oldest first (proxy service thread only).
-  std::deque<std::shared_ptr<ConnectionTask>> pending;
+  std::deque<std::shared_ptr<DialTask>> pending;
 };
 
 // A registration. Host memory needs none in our transports; the handle records

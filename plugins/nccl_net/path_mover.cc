@@ -281,7 +281,9 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       co.timeout = options_.connect_timeout;
       transport::Device* d = *device;
       absl::StatusOr<std::shared_ptr<ConnectionTask>> dial =
-          ConnectionTask::Start([d, co](const std::atomic<bool>&) { return d->Connect(co); });
+          // The waiting side: waits for the sender's dial (helper_pool.h).
+          ConnectionTask::Start(HelperPool::Dialing(),
+                                [d, co](const std::atomic<bool>&) { return d->Connect(co); });
       if (!dial.ok()) {
         reply.type = ControlType::kRefuse;
         reply.reason = dial.status().ToString();
@@ -313,7 +315,9 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       co.timeout = options_.connect_timeout;
       transport::Device* d = *device;
       absl::StatusOr<std::shared_ptr<ConnectionTask>> dial =
-          ConnectionTask::Start([d, co](const std::atomic<bool>&) { return d->Connect(co); });
+          // The initiator: a dial that waits for nothing but the network.
+          ConnectionTask::Start(HelperPool::Answering(),
+                                [d, co](const std::atomic<bool>&) { return d->Connect(co); });
       if (!dial.ok()) {
         Abandon(c, dial.status().ToString(), true);
         return;

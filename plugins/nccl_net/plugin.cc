@@ -16,9 +16,9 @@
 namespace mixnet::nccl {
 namespace {
 
-// Setup steps after the control dial (both ends are then active) get this long
-// at most, so an abandoned handshake thread ends soon.
-absl::Duration HandshakeTimeout(const PluginConfig& c) { return c.connect_timeout; }
+// A connection set-up must be done this long after connect/accept started it,
+// however long it waited for a helper thread, so an abandoned one ends soon.
+absl::Time HandshakeDeadline(const PluginConfig& c) { return absl::Now() + c.connect_timeout; }
 
 std::string Ptr(const void* p) {
   return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
@@ -107,6 +107,8 @@ absl::StatusOr<transport::Device*> Plugin::SpecDevice(const std::string& nic) {
 
 absl::Status Plugin::InitFabric() {
   ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(config_.cluster_spec));
+  self_.spec = SpecFingerprint(spec);
+  self_.spec_source = config_.cluster_spec;
   ASSIGN_OR_RETURN(nics_, SpecNics(config_, spec, config_.host));
   device_count_ = 0;
   for (const auto& n : nics_) device_count_ += n->ocs() ? 0 : 1;
@@ -156,24 +158,28 @@ absl::Status Plugin::Init(nccl_abi::Logger logger) {
   if (initialized_) return absl::OkStatus();
   ASSIGN_OR_RETURN(config_, LoadPluginConfig());
   next_id_.store(RandomId());
+  self_.plugin_version = PluginVersion();
+  self_.spec = "none";
+  self_.host = config_.host;
   std::string mode = "static routes (no cluster spec)";
   if (config_.cluster_spec.empty()) {
     ASSIGN_OR_RETURN(nics_, DiscoverNics(config_));
     device_count_ = static_cast<int>(nics_.size());
   } else {
     RETURN_IF_ERROR(InitFabric());
-    mode = agent_ != nullptr
-               ? absl::StrCat("cluster spec ", config_.cluster_spec, ", host ", config_.host,
-                              ", following controller ", config_.controller)
-               : absl::StrCat("cluster spec ", config_.cluster_spec, ", host ", config_.host,
-                              ", the spec's circuits (no controller)");
+    mode =
+        agent_ != nullptr
+            ? absl::StrCat("cluster spec ", config_.cluster_spec, " (fingerprint ", self_.spec,
+                           "), host ", config_.host, ", following controller ", config_.controller)
+            : absl::StrCat("cluster spec ", config_.cluster_spec, " (fingerprint ", self_.spec,
+                           "), host ", config_.host, ", the spec's circuits (no controller)");
   }
   routes_ = MakeStaticRoutePolicy(device_count_);
   std::vector<std::string> names;
   for (const auto& n : nics_)
     names.push_back(absl::StrCat(n->name(), "=", n->ifname(), "(", n->ip(), ")"));
-  LogInfo(absl::StrCat("transport ", config_.transport, ", ", device_count_,
-                       " device(s): ", absl::StrJoin(names, ", "), "; ", mode));
+  LogInfo(absl::StrCat("plugin ", self_.plugin_version, ", transport ", config_.transport, ", ",
+                       device_count_, " device(s): ", absl::StrJoin(names, ", "), "; ", mode));
   initialized_ = true;
   ready_.store(true);
   return absl::OkStatus();
@@ -251,6 +257,7 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   if (handle == nullptr) return NullOut("listen", "handle");
   if (listen_comm == nullptr) return NullOut("listen", "listenComm");
   *listen_comm = nullptr;
+  SweepDials();
   Nic* nic = nics_[dev].get();
   RETURN_IF_ERROR(nic->device().status());
   ASSIGN_OR_RETURN(ControlListener control, OpenControlListener(nic->ip()));
@@ -271,16 +278,43 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<ConnectionTask>> Plugin::StartDial(const PathChoice& path) {
+absl::StatusOr<std::shared_ptr<DialTask>> Plugin::StartDial(const PathChoice& path) {
   Nic* nic = nics_[path.local_nic].get();
   ASSIGN_OR_RETURN(transport::Device * device, nic->device());
   const uint64_t connection_id = RandomId();
-  const absl::Duration timeout = HandshakeTimeout(config_);
-  return ConnectionTask::Start(
+  const absl::Time deadline = HandshakeDeadline(config_);
+  Identity self = self_;
+  self.nic = nic->spec_nic();
+  return DialTask::Start(
+      HelperPool::Dialing(),
       [device, ip = nic->ip(), ifname = nic->spec_nic().empty() ? nic->ifname() : std::string(),
-       peer = path.remote, connection_id, timeout](const std::atomic<bool>& cancelled) {
-        return DialPeer(device, ip, ifname, peer, connection_id, timeout, cancelled);
+       peer = path.remote, connection_id, self = std::move(self),
+       deadline](const std::atomic<bool>& cancelled) {
+        return DialPeer(device, ip, ifname, peer, connection_id, self, deadline, cancelled);
       });
+}
+
+void Plugin::SweepDials() {
+  const absl::Time now = absl::Now();
+  std::vector<std::shared_ptr<DialTask>> dropped;  // destroyed outside the lock
+  {
+    absl::MutexLock lock(&dial_mu_);
+    for (auto it = dials_.begin(); it != dials_.end();) {
+      if (now - it->second.last_polled <= config_.connect_timeout) {
+        ++it;
+        continue;
+      }
+      it->second.task->Cancel();
+      dropped.push_back(std::move(it->second.task));
+      dials_.erase(it++);
+    }
+  }
+  if (!dropped.empty()) {
+    LogInfo(
+        absl::StrCat("dropped ", dropped.size(),
+                     " connect(s) that NCCL stopped polling (none for MIXNET_CONNECT_TIMEOUT_MS = ",
+                     absl::FormatDuration(config_.connect_timeout), ")"));
+  }
 }
 
 absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm) {
@@ -289,11 +323,20 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   if (send_comm == nullptr) return NullOut("connect", "sendComm");
   *send_comm = nullptr;
   ASSIGN_OR_RETURN(HandleInfo peer, ReadHandle(handle));
-  std::shared_ptr<ConnectionTask> task;
+  SweepDials();
+  std::shared_ptr<DialTask> task;
   if (peer.connect_token != 0) {
     absl::MutexLock lock(&dial_mu_);
     auto it = dials_.find(peer.connect_token);
-    if (it != dials_.end()) task = it->second;
+    if (it == dials_.end()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("connect to ", peer.host, " (", peer.ip, ":", peer.port,
+                       "): this handle's connection attempt was abandoned (not polled for "
+                       "MIXNET_CONNECT_TIMEOUT_MS = ",
+                       absl::FormatDuration(config_.connect_timeout), ") and has been closed"));
+    }
+    it->second.last_polled = absl::Now();
+    task = it->second.task;
   }
   if (task == nullptr) {
     ASSIGN_OR_RETURN(PathChoice path, routes_->Choose(dev, peer));
@@ -301,12 +344,12 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
     const uint64_t token = next_id_.fetch_add(1);
     {
       absl::MutexLock lock(&dial_mu_);
-      dials_[token] = task;
+      dials_[token] = PendingDial{task, absl::Now()};
     }
     SetConnectToken(handle, token);
     return absl::OkStatus();  // *send_comm stays NULL: call again
   }
-  std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> result = task->Poll();
+  std::optional<absl::StatusOr<PeerConnection>> result = task->Poll();
   if (!result.has_value()) return absl::OkStatus();
   {
     absl::MutexLock lock(&dial_mu_);
@@ -317,13 +360,13 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   auto* comm = new Comm();
   comm->is_send = true;
   comm->nic = nics_[dev].get();
-  comm->peer_host = peer.host;
+  comm->peer_host = (*result)->peer.host;  // in full (the handle's copy may be cut)
   comm->key = RandomId();
   comm->max_requests = config_.max_requests;
   LanePath path;
   path.local_nic = comm->nic->spec_nic();
-  path.remote_nic = peer.nic_name;
-  AddComm(comm, Kind::kSend, std::move(**result), std::move(path));
+  path.remote_nic = (*result)->peer.nic;
+  AddComm(comm, Kind::kSend, std::move((*result)->connection), std::move(path));
   *send_comm = comm;
   return absl::OkStatus();
 }
@@ -335,7 +378,10 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
   if (recv_comm == nullptr) return NullOut("accept", "recvComm");
   *recv_comm = nullptr;
   auto* l = static_cast<ListenComm*>(listen_comm);
+  SweepDials();
   ASSIGN_OR_RETURN(transport::Device * device, l->nic->device());
+  Identity self = self_;
+  self.nic = l->nic->spec_nic();
   // Take every new control dial and answer it on its own thread.
   while (true) {
     int fd = accept4(l->control.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -346,10 +392,10 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
                          "accept4");
     }
     const uint64_t id = l->listen_id;
-    const absl::Duration timeout = HandshakeTimeout(config_);
-    absl::StatusOr<std::shared_ptr<ConnectionTask>> task =
-        ConnectionTask::Start([device, fd, id, timeout](const std::atomic<bool>& c) {
-          return AnswerPeer(device, fd, id, timeout, c);
+    const absl::Time deadline = HandshakeDeadline(config_);
+    absl::StatusOr<std::shared_ptr<DialTask>> task = DialTask::Start(
+        HelperPool::Answering(), [device, fd, id, self, deadline](const std::atomic<bool>& c) {
+          return AnswerPeer(device, fd, id, self, deadline, c);
         });
     if (!task.ok()) {
       close(fd);  // the job that would own it never started
@@ -358,7 +404,7 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     l->pending.push_back(std::move(*task));
   }
   for (auto it = l->pending.begin(); it != l->pending.end();) {
-    std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> result = (*it)->Poll();
+    std::optional<absl::StatusOr<PeerConnection>> result = (*it)->Poll();
     if (!result.has_value()) {
       ++it;
       continue;
@@ -374,10 +420,12 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     auto* comm = new Comm();
     comm->is_send = false;
     comm->nic = l->nic;
+    comm->peer_host = (*result)->peer.host;  // for messages (receivers route nothing)
     comm->max_requests = config_.max_requests;
     LanePath path;
     path.local_nic = l->nic->spec_nic();
-    AddComm(comm, Kind::kRecv, std::move(**result), std::move(path));
+    path.remote_nic = (*result)->peer.nic;
+    AddComm(comm, Kind::kRecv, std::move((*result)->connection), std::move(path));
     *recv_comm = comm;
     return absl::OkStatus();
   }

@@ -176,8 +176,11 @@ absl::StatusOr<Net> OpenNet(bool capture_logs) {
   net.api = l->v11;
   NT_REQUIRE(net.api != nullptr, "ncclNetPlugin_v11 missing");
   abi::CommConfig config{abi::kTrafficClassUndef};
-  NT_NCCL_OK(
-      net.api->init(&net.ctx, 0x1234, &config, capture_logs ? &CaptureLog : nullptr, nullptr));
+  const int rc =
+      net.api->init(&net.ctx, 0x1234, &config, capture_logs ? &CaptureLog : nullptr, nullptr);
+  std::string log;
+  for (const std::string& l : LoggedLines()) absl::StrAppend(&log, "\n", l);
+  NT_REQUIRE(rc == 0, "init returned ncclResult ", rc, log);
   NT_REQUIRE(net.ctx != nullptr, "init gave no context");
   return net;
 }
