@@ -1,6 +1,6 @@
 // The NCCL net plugin core (see plugin.h): NIC discovery, contexts,
-// connection set-up through Background handshakes, and requests mapped onto
-// transport Isend/Irecv. Threads: NCCL's init, proxy service and proxy
+// connection set-up through Background handshakes, and closing (the request
+// path is in plugin_requests.cc). Threads: NCCL's init, proxy service and proxy
 // progress threads, as listed in plugin.h.
 #include "plugins/nccl_net/plugin.h"
 
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugins/nccl_net/handshake.h"
+#include "plugins/nccl_net/plugin_util.h"
 #include "plugins/nccl_net/result.h"
 #include "runtime/common/status.h"
 
@@ -19,31 +20,6 @@ namespace {
 // A connection set-up must be done this long after connect/accept started it,
 // however long it waited for a helper thread, so an abandoned one ends soon.
 absl::Time HandshakeDeadline(const PluginConfig& c) { return absl::Now() + c.connect_timeout; }
-
-std::string Ptr(const void* p) {
-  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
-}
-
-absl::Status NotLive(const char* call, const void* p, const char* what) {
-  return absl::InvalidArgumentError(absl::StrCat(call, ": ", p == nullptr ? "NULL" : Ptr(p),
-                                                 " is not an open ", what,
-                                                 " (NULL, closed or never created)"));
-}
-
-absl::Status NullOut(const char* call, const char* what) {
-  return absl::InvalidArgumentError(absl::StrCat(call, ": output pointer ", what, " is NULL"));
-}
-
-// A comm whose lane failed (its peer died or closed, or a control message
-// could not be sent) takes no more requests: posting would otherwise wait
-// forever for a move that cannot finish.
-absl::Status LaneHealth(const Comm& comm, const char* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
-  if (!comm.lane_failed) return absl::OkStatus();
-  absl::Status h = comm.lane->connection->health();
-  return absl::UnavailableError(absl::StrCat(
-      call, ": the connection to ", comm.lane->connection->peer_name(), " over ",
-      comm.lane->path.Describe(), " failed", h.ok() ? std::string() : ": " + h.ToString()));
-}
 
 }  // namespace
 
@@ -92,6 +68,7 @@ void Plugin::AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connectio
     comm->lane = std::make_shared<Lane>();
     comm->lane->path = std::move(path);
     comm->lane->connection = std::move(connection);
+    comm->home = comm->lane;
   }
   registry_.Add(comm, kind);
   if (mover_ != nullptr) mover_->Add(comm);
@@ -432,156 +409,6 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
   return absl::OkStatus();
 }
 
-absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (!registry_.Contains(comm, Kind::kSend) && !registry_.Contains(comm, Kind::kRecv)) {
-    return NotLive("regMr", comm, "send or recv comm");
-  }
-  if (mhandle == nullptr) return NullOut("regMr", "mhandle");
-  *mhandle = nullptr;
-  if (type == nccl_abi::kPtrCuda) {
-    return absl::UnimplementedError(
-        "regMr: CUDA memory needs the verbs transport with GPUDirect RDMA, which this plugin "
-        "does not offer yet (ptrSupport is host memory only)");
-  }
-  if (type != nccl_abi::kPtrHost) {
-    return absl::InvalidArgumentError(absl::StrCat("regMr: unknown memory type ", type));
-  }
-  if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMr: NULL buffer");
-  auto* m = new MemHandle{comm, data, size, type};
-  registry_.Add(m, Kind::kMemory);
-  *mhandle = m;
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::DeregMr(void* comm, void* mhandle) {
-  if (!registry_.Remove(mhandle, Kind::kMemory))
-    return NotLive("deregMr", mhandle, "memory handle");
-  delete static_cast<MemHandle*>(mhandle);
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                           void** request) {
-  if (!registry_.Contains(send_comm, Kind::kSend)) return NotLive("isend", send_comm, "send comm");
-  if (request == nullptr) return NullOut("isend", "request");
-  *request = nullptr;
-  RETURN_IF_ERROR(CheckMemHandle(mhandle, "isend"));
-  if (data == nullptr && size != 0) return absl::InvalidArgumentError("isend: NULL buffer");
-  if (size > (size_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("isend: ", size, " bytes exceeds maxP2pBytes"));
-  }
-  auto* comm = static_cast<Comm*>(send_comm);
-  absl::MutexLock lock(&comm->mu);
-  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
-  const uint32_t wire_tag = static_cast<uint32_t>(tag);
-  RETURN_IF_ERROR(LaneHealth(*comm, "isend"));
-  std::shared_ptr<Lane> lane;
-  if (!LanesFor(*comm, &wire_tag, 1, &lane)) {
-    if (mover_ != nullptr) mover_->Advance(*comm);
-    return absl::OkStatus();  // moving to another lane: retry
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<transport::Request> part,
-                   lane->connection->Isend(data, size, wire_tag));
-  CountPosted(*comm, &wire_tag, 1, &lane);
-  comm->sent_bytes += size;
-  auto* r = new Request();
-  r->comm = comm;
-  r->n = 1;
-  r->parts[0] = std::move(part);
-  r->lanes[0] = std::move(lane);
-  comm->live.insert(r);
-  registry_.Add(r, Kind::kRequest);
-  *request = r;
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* sizes,
-                           const int* tags, void** mhandles, void** request) {
-  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("irecv", recv_comm, "recv comm");
-  if (request == nullptr) return NullOut("irecv", "request");
-  *request = nullptr;  // it may hold NCCL's optional-completion marker
-  if (n < 1 || n > config_.max_recvs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("irecv: n = ", n, " outside 1..maxRecvs (", config_.max_recvs, ")"));
-  }
-  if (data == nullptr || sizes == nullptr || tags == nullptr) {
-    return absl::InvalidArgumentError("irecv: NULL data, sizes or tags array");
-  }
-  for (int i = 0; i < n; ++i) {
-    if (mhandles != nullptr) RETURN_IF_ERROR(CheckMemHandle(mhandles[i], "irecv"));
-    if (data[i] == nullptr && sizes[i] != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("irecv: buffer ", i, " is NULL"));
-    }
-  }
-  auto* comm = static_cast<Comm*>(recv_comm);
-  absl::MutexLock lock(&comm->mu);
-  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
-  std::array<uint32_t, kMaxRecvsLimit> wire_tags;
-  for (int i = 0; i < n; ++i) wire_tags[i] = static_cast<uint32_t>(tags[i]);
-  RETURN_IF_ERROR(LaneHealth(*comm, "irecv"));
-  auto r = std::make_unique<Request>();
-  if (!LanesFor(*comm, wire_tags.data(), n, r->lanes.data())) {
-    if (mover_ != nullptr) mover_->Advance(*comm);
-    return absl::OkStatus();  // moving to another lane: retry
-  }
-  r->comm = comm;
-  r->n = n;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::unique_ptr<transport::Request>> part =
-        r->lanes[i]->connection->Irecv(data[i], sizes[i], wire_tags[i]);
-    if (!part.ok()) {
-      // The parts already posted stay counted, so the two ends' numbering
-      // still agrees; this request fails and so does the NCCL operation.
-      CountPosted(*comm, wire_tags.data(), i, r->lanes.data());
-      return part.status();
-    }
-    r->parts[i] = *std::move(part);
-  }
-  CountPosted(*comm, wire_tags.data(), n, r->lanes.data());
-  comm->live.insert(r.get());
-  registry_.Add(r.get(), Kind::kRequest);
-  *request = r.release();
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Iflush(void* recv_comm, int n, void** request) {
-  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("iflush", recv_comm, "recv comm");
-  if (request == nullptr) return NullOut("iflush", "request");
-  *request = nullptr;  // host memory: nothing to flush
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Test(void* request, int* done, int* sizes) {
-  if (!registry_.Contains(request, Kind::kRequest)) return NotLive("test", request, "request");
-  if (done == nullptr) return NullOut("test", "done");
-  auto* r = static_cast<Request*>(request);
-  *done = 0;
-  for (int i = 0; i < r->n; ++i) {
-    if (!r->parts[i]->Done()) return absl::OkStatus();
-  }
-  absl::Status status;
-  for (int i = 0; i < r->n; ++i) {
-    absl::Status s = r->parts[i]->status();
-    if (!s.ok() && status.ok()) {
-      // The transport's "message larger than the receive" is a size mismatch.
-      status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
-      status = Annotate(status, r->lanes[i]->connection->peer_name());
-    }
-    if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes());
-  }
-  {
-    Comm* comm = r->comm;
-    absl::MutexLock lock(&comm->mu);
-    comm->live.erase(r);
-    for (int i = 0; i < r->n; ++i) --r->lanes[i]->outstanding;
-    if (comm->move != nullptr && mover_ != nullptr) mover_->Advance(*comm);
-  }
-  registry_.Remove(r, Kind::kRequest);
-  delete r;
-  *done = 1;
-  return status;
-}
-
 absl::Status Plugin::CloseComm(void* p, Kind kind) {
   if (!registry_.Remove(p, kind)) {
     return NotLive(kind == Kind::kSend ? "closeSend" : "closeRecv", p, KindName(kind));
@@ -598,6 +425,7 @@ absl::Status Plugin::CloseComm(void* p, Kind kind) {
     comm->live.clear();
     comm->move.reset();
     comm->lane.reset();
+    comm->home.reset();
   }
   delete comm;
   return absl::OkStatus();
