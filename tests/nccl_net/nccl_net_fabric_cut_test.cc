@@ -7,16 +7,14 @@
 // between partners (rank^1) move onto the circuits; each rank streams once
 // uncut (timed: the circuit's rate with sends acknowledged), then streams
 // 40 messages of about 1 MiB on two tags to its partner (8 in flight; a
-// second case: 600 eager-sized ones, 16 sends but 3 receives ahead) while
-// the test cuts h0-h1's circuit (EmulatedFabric::ApplyCircuits, no PREPARE)
-// once 4 MiB crossed it. Stall detection (MIXNET_PATH_STALL_MS = 500) errors
-// the dead connections, the plugin fails the h0-h1 comms over to EPS and
-// re-sends what was not acknowledged: every message must arrive once, in
-// order per tag, every byte checked, with no NCCL error; the comms then go
-// on (more checked exchanges among all ranks). h2-h3 must not fail over.
-// The fabric is removed whatever happens.
-// Runs on the test thread (and a cutter thread); the ranks are forked
-// processes (plugin_harness.h).
+// second case: 600 eager-sized ones, 16 sends but 3 receives ahead; a third
+// cuts while idle, before the stream) while the test cuts h0-h1's circuit
+// (EmulatedFabric::ApplyCircuits, no PREPARE) once 4 MiB crossed it. Stall detection
+// (MIXNET_PATH_STALL_MS = 500) errors the dead connections, the plugin fails the h0-h1 comms over
+// to EPS and re-sends what was not acknowledged: every message must arrive once, in order per tag,
+// every byte checked, with no NCCL error; the comms then go on (more checked exchanges among all
+// ranks). h2-h3 must not fail over. The fabric is removed whatever happens. Runs on the test thread
+// (and a cutter thread); the ranks are forked processes (plugin_harness.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +55,9 @@ struct Shape {
   size_t size = 1 << 20;  // about; each message has a size of its own
   int send_window = 8;    // sends posted ahead
   int recv_window = 8;    // receives posted ahead
+  // Cut while the comms are idle (after the uncut stream), then wait 2 s
+  // before streaming: keepalives find the dead circuit, nothing is re-sent.
+  bool idle_cut = false;
 };
 
 std::string OcsAddress(int host) { return absl::StrCat("10.45.0.", host + 1); }
@@ -185,6 +186,7 @@ absl::Status CutRank(int me, Board* b, const std::string& phase_file, const Shap
           bytes * 8 / absl::ToDoubleMicroseconds(uncut));
   RETURN_IF_ERROR(Barrier(b));
   if (me == 0) std::ofstream(phase_file) << "streaming\n";  // the cutter waits for it
+  if (shape.idle_cut) absl::SleepFor(absl::Seconds(2));
   RETURN_IF_ERROR(Stream(net, m, me, partner, shape));
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
   // The comms go on (every pair; h0-h1 now over EPS).
@@ -199,8 +201,13 @@ absl::Status CutRank(int me, Board* b, const std::string& phase_file, const Shap
   }
   if (me < 2) {
     NT_REQUIRE(FailedOver(), "rank ", me, ": no failover after its circuit was cut; log:\n", log);
-    NT_REQUIRE(resent > 0, "rank ", me, ": the cut lost nothing it sent (cut too late?); log:\n",
-               log);
+    if (shape.idle_cut) {
+      NT_REQUIRE(resent == 0, "rank ", me, ": re-sent ", resent,
+                 " part(s) though the circuit was cut while idle; log:\n", log);
+    } else {
+      NT_REQUIRE(resent > 0, "rank ", me, ": the cut lost nothing it sent (cut too late?); log:\n",
+                 log);
+    }
   } else {
     NT_REQUIRE(!FailedOver(), "rank ", me, ": failed over though its circuit stayed; log:\n", log);
   }
@@ -247,6 +254,13 @@ TEST_F(NcclNetFabricCutTest, CutWithTheReceiverBehindResendsWhatItHadNotPosted) 
   CutMidStream(Shape{600, 24 << 10, 16, 3});
 }
 
+// The circuit cut while nothing is in flight: found by keepalives alone.
+TEST_F(NcclNetFabricCutTest, IdleCutFailsOverWithNothingToResend) {
+  Shape idle;
+  idle.idle_cut = true;
+  CutMidStream(idle);
+}
+
 void NcclNetFabricCutTest::CutMidStream(const Shape& shape) {
   if (fabric_ == nullptr) return;  // skipped
   const std::string phase = dir_.path() + "/streaming";
@@ -259,7 +273,7 @@ void NcclNetFabricCutTest::CutMidStream(const Shape& shape) {
     absl::StatusOr<emulation::LinkCounters> base = fabric_->ReadCounters("h0", "ocs0");
     while (!stop.load() && base.ok()) {
       absl::StatusOr<emulation::LinkCounters> now = fabric_->ReadCounters("h0", "ocs0");
-      if (now.ok() && now->tx_bytes - base->tx_bytes > kCutAfter) {
+      if (now.ok() && (shape.idle_cut || now->tx_bytes - base->tx_bytes > kCutAfter)) {
         cut_at_bytes = now->tx_bytes - base->tx_bytes;
         cut_status = fabric_->ApplyCircuits({cluster::CircuitSpec{"ocs0", 3, 4}});
         return;
