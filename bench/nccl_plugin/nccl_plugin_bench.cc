@@ -197,6 +197,9 @@ absl::StatusOr<std::pair<std::unique_ptr<Endpoint>, std::unique_ptr<Endpoint>>> 
   // device.
   if (o.progress_cpu >= 0)
     setenv("MIXNET_PROGRESS_CPUS", std::to_string(o.progress_cpu).c_str(), 1);
+  // Loopback unless told otherwise (the plugin's own default is the host's
+  // first non-loopback interface); the transport side below uses the same.
+  setenv("MIXNET_SOCKET_IFNAME", "lo", 0);
   void* dl = dlopen(o.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (dl == nullptr) return absl::NotFoundError(absl::StrCat("dlopen: ", dlerror()));
   auto* api = static_cast<const abi::NetV11*>(dlsym(dl, abi::kSymbolV11));

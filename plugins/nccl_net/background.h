@@ -1,8 +1,9 @@
-// A blocking job run on its own detached thread and polled without blocking:
-// how the plugin turns the transport's blocking Device::Connect into NCCL's
-// non-blocking connect/accept. The thread owns a share of the state, so the
-// poller may drop its handle at any time (closeListen, finalize); a result
-// nobody collects is destroyed by the thread. Thread-safe.
+// A blocking job run on a HelperPool thread and polled without blocking: how
+// the plugin turns the transport's blocking Device::Connect into NCCL's
+// non-blocking connect/accept. The job owns a share of the state, so the
+// poller may drop its handle at any time (closeListen, finalize, an
+// abandoned connect); a result nobody collects is destroyed with the job.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -10,11 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "plugins/nccl_net/helper_pool.h"
 
 namespace mixnet::nccl {
 
@@ -23,19 +24,16 @@ class Background {
  public:
   using Job = std::function<absl::StatusOr<T>(const std::atomic<bool>& cancelled)>;
 
-  // Starts `job` on a new detached thread. Fails only when no thread can be made.
-  static absl::StatusOr<std::shared_ptr<Background>> Start(Job job) {
+  // Queues `job` on `pool` (see helper_pool.h for which pool a job belongs
+  // to). Fails only when the pool can run nothing.
+  static absl::StatusOr<std::shared_ptr<Background>> Start(HelperPool& pool, Job job) {
     auto self = std::shared_ptr<Background>(new Background());
-    try {
-      std::thread([self, job = std::move(job)] {
-        absl::StatusOr<T> r = job(self->cancelled_);
-        absl::MutexLock lock(&self->mu_);
-        self->result_.emplace(std::move(r));
-      }).detach();
-    } catch (const std::system_error& e) {
-      return absl::ResourceExhaustedError(std::string("cannot start a connection thread: ") +
-                                          e.what());
-    }
+    absl::Status s = pool.Submit([self, job = std::move(job)] {
+      absl::StatusOr<T> r = job(self->cancelled_);
+      absl::MutexLock lock(&self->mu_);
+      self->result_.emplace(std::move(r));
+    });
+    if (!s.ok()) return s;
     return self;
   }
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,7 +35,10 @@ struct Request;
 
 // A send or receive comm: one direction of one NCCL connection. Its bytes
 // run over `lane`; at a topology epoch the comm may move to another lane
-// without losing or reordering anything (path_mover.h).
+// without losing or reordering anything (path_mover.h). `home` is an EPS lane
+// it keeps open; parts on any other lane are guarded: a send completes only
+// once the receiver acknowledged it, and when such a lane dies unannounced
+// what it did not deliver is re-sent over `home` (lane_recovery.h).
 struct Comm {
   bool is_send = false;
   Nic* nic = nullptr;
@@ -43,6 +47,7 @@ struct Comm {
   int max_requests = 256;
   absl::Mutex mu;
   std::shared_ptr<Lane> lane ABSL_GUARDED_BY(mu);
+  std::shared_ptr<Lane> home ABSL_GUARDED_BY(mu);  // EPS; `lane` unless on a guarded one
   std::unique_ptr<Move> move ABSL_GUARDED_BY(mu);
   TagCounts posted ABSL_GUARDED_BY(mu);  // data parts posted, per NCCL tag
   uint64_t sent_bytes ABSL_GUARDED_BY(mu) = 0;
@@ -55,22 +60,50 @@ struct Comm {
   // The mover's routing generation this comm's lane was last found right for.
   uint64_t routed_generation ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_set<Request*> live ABSL_GUARDED_BY(mu);
+  uint64_t next_order ABSL_GUARDED_BY(mu) = 0;  // numbers requests in posting order
+
+  // Failover (lane_recovery.h). Sender: per tag, parts the receiver
+  // acknowledged (all parts numbered below arrived).
+  TagCounts acked ABSL_GUARDED_BY(mu);
+  // Receiver: per tag, parts from the first that are all done, the done ones
+  // beyond (part number -> it was guarded), and whether the sender must hear.
+  TagCounts final_prefix ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint32_t, std::map<uint64_t, bool>> final_ahead ABSL_GUARDED_BY(mu);
+  bool ack_due ABSL_GUARDED_BY(mu) = false;
+  // Sender: a guarded lane died; posting waits for the receiver's RECOVER.
+  bool recovering ABSL_GUARDED_BY(mu) = false;
+  absl::Time recovering_since ABSL_GUARDED_BY(mu);
+  uint64_t recoveries ABSL_GUARDED_BY(mu) = 0;   // completed (both ends count alike)
+  std::string failover_due ABSL_GUARDED_BY(mu);  // why, when a control send asked for one
 };
 
-// One isend, or one grouped irecv of `n` buffers; each part keeps its lane.
+// One isend, or one grouped irecv of `n` buffers; each part keeps its lane
+// and what a failover needs to post it again.
 struct Request {
   Comm* comm = nullptr;
   int n = 0;
+  uint64_t order = 0;    // posting order within the comm
+  bool guarded = false;  // a part was posted on a guarded lane (set once, at posting)
   std::array<std::unique_ptr<transport::Request>, kMaxRecvsLimit> parts;
   std::array<std::shared_ptr<Lane>, kMaxRecvsLimit> lanes;
+  std::array<void*, kMaxRecvsLimit> data{};
+  std::array<size_t, kMaxRecvsLimit> sizes{};
+  std::array<uint32_t, kMaxRecvsLimit> tags{};
+  std::array<uint64_t, kMaxRecvsLimit> seqs{};  // the part's number within its tag
+  // Sender, after a failover: the receiver had this part (its transport
+  // request, on a closed lane, no longer tells).
+  std::array<bool, kMaxRecvsLimit> delivered{};
 };
+
+// A connection set-up of connect or accept (handshake.h) in the background.
+using DialTask = Background<PeerConnection>;
 
 struct ListenComm {
   Nic* nic = nullptr;
   uint64_t listen_id = 0;
   ControlListener control;
   // Connections being answered, oldest first (proxy service thread only).
-  std::deque<std::shared_ptr<ConnectionTask>> pending;
+  std::deque<std::shared_ptr<DialTask>> pending;
 };
 
 // A registration. Host memory needs none in our transports; the handle records

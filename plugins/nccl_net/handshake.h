@@ -3,10 +3,18 @@
 // NCCL ships the 128-byte handle that `listen` wrote to the peer, which passes
 // it to `connect`. Our handle names a small control listener (one per listen
 // comm, on the NIC's address) and the listen comm's id. The connector dials it,
-// says which connection id it picked, and reads back the listener's transport
-// address; then both ends call the transport's blocking Device::Connect with
-// that id (connector as initiator). Both halves run on Background threads, so
-// NCCL's connect/accept only poll.
+// says which connection id it picked and who it is (identity.h: plugin
+// version, cluster-spec fingerprint, host), and reads back the listener's
+// identity (with its full host and NIC names, which the handle only holds
+// cut to fit) and transport address; then both ends call the transport's
+// blocking Device::Connect with that id (connector as initiator). Ends whose
+// plugin versions or cluster specs differ fail instead, both of them, with a
+// message naming both sides' values. Both halves run on HelperPool threads
+// (Background), so NCCL's connect/accept only poll.
+//
+// Control messages (version kControlVersion = 3): a header {magic, version,
+// body length} and a JSON body. Older plugins (version 2: a fixed 24-byte
+// request) are told apart by the version field and named in the error.
 //
 // The connector also keeps its progress token in the handle (NCCL passes the
 // same buffer on every retry).
@@ -19,12 +27,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "plugins/nccl_net/identity.h"
 #include "runtime/transport/transport.h"
 
 namespace mixnet::nccl {
 
 inline constexpr uint32_t kHandleMagic = 0x484E584Du;  // "MXNH"
 inline constexpr uint16_t kHandleVersion = 2;
+inline constexpr uint32_t kControlVersion = 3;
 
 // What our handle carries, decoded.
 struct HandleInfo {
@@ -33,8 +43,10 @@ struct HandleInfo {
   int port = 0;
   uint64_t listen_id = 0;
   uint64_t connect_token = 0;  // connector side only: 0 = not started
-  std::string host;            // listener's host name (route lookups)
-  std::string nic_name;        // listener NIC's cluster-spec name (empty without a spec)
+  // The listener's host and NIC (cluster-spec) names, cut to fit the handle:
+  // for messages before the handshake; the handshake gives the full names.
+  std::string host;
+  std::string nic_name;
 };
 
 // Encodes into / decodes from NCCL's handle buffer (128 bytes, any alignment).
@@ -51,20 +63,30 @@ struct ControlListener {
 };
 absl::StatusOr<ControlListener> OpenControlListener(const std::string& ip);
 
+// A made connection and who is at its other end.
+struct PeerConnection {
+  std::unique_ptr<transport::Connection> connection;
+  Identity peer;
+};
+
 // Connector: dials the handle's control listener from `local_ip`/`ifname`,
-// announces `connection_id`, learns the peer's transport address and makes the
-// transport connection as initiator. Blocking, bounded by `timeout`.
-absl::StatusOr<std::unique_ptr<transport::Connection>> DialPeer(
-    transport::Device* device, const std::string& local_ip, const std::string& ifname,
-    const HandleInfo& peer, uint64_t connection_id, absl::Duration timeout,
-    const std::atomic<bool>& cancelled);
+// announces `connection_id` and `self`, learns the peer's identity and
+// transport address and makes the transport connection as initiator.
+// FailedPrecondition when the two ends' identities do not match (naming
+// both). Blocking until `deadline` at most.
+absl::StatusOr<PeerConnection> DialPeer(transport::Device* device, const std::string& local_ip,
+                                        const std::string& ifname, const HandleInfo& peer,
+                                        uint64_t connection_id, const Identity& self,
+                                        absl::Time deadline, const std::atomic<bool>& cancelled);
 
 // Listener: answers one accepted control socket `fd` (takes it) for listen comm
 // `listen_id` and makes the transport connection as the waiting side.
 // NotFound means a stray dial (not a plugin peer, or another listen comm's);
-// the caller drops it quietly. Blocking, bounded by `timeout`.
-absl::StatusOr<std::unique_ptr<transport::Connection>> AnswerPeer(
-    transport::Device* device, int fd, uint64_t listen_id, absl::Duration timeout,
-    const std::atomic<bool>& cancelled);
+// the caller drops it quietly. FailedPrecondition: a plugin peer whose
+// identity does not match (or an older plugin), naming both sides. Blocking
+// until `deadline` at most.
+absl::StatusOr<PeerConnection> AnswerPeer(transport::Device* device, int fd, uint64_t listen_id,
+                                          const Identity& self, absl::Time deadline,
+                                          const std::atomic<bool>& cancelled);
 
 }  // namespace mixnet::nccl

@@ -1,7 +1,8 @@
 // Lanes: the transport connections an NCCL comm runs over, and the state of a
 // comm moving from one lane to another at a topology epoch (the protocol is
 // in path_mover.h). A comm has one current lane; while it moves it also has
-// the lane it leaves and the one being made. Every data part posted on a lane
+// the lane it leaves and the one being made. One EPS lane is the comm's home
+// (lane_recovery.h): the lane it falls back on when another dies. Every data part posted on a lane
 // holds a reference to it, so a lane (and its connection) lives until the
 // last request on it is done and tested.
 // Threads: a Lane is guarded by its comm's mutex (comm.h).
@@ -44,6 +45,7 @@ struct LanePath {
 struct ControlSend {
   std::string bytes;
   std::unique_ptr<transport::Request> request;
+  bool ack = false;  // an ACK (at most one in flight per comm)
 };
 
 struct Lane {

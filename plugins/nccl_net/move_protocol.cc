@@ -22,7 +22,15 @@ constexpr std::pair<ControlType, const char*> kNames[] = {
     {ControlType::kLaneUp, "LANE_UP"},
     {ControlType::kLaneFailed, "LANE_FAILED"},
     {ControlType::kDone, "DONE"},
+    {ControlType::kAck, "ACK"},
+    {ControlType::kLost, "LOST"},
+    {ControlType::kRecover, "RECOVER"},
 };
+
+bool HasCounts(ControlType t) {
+  return t == ControlType::kMove || t == ControlType::kReady || t == ControlType::kAck ||
+         t == ControlType::kRecover;
+}
 
 json PathJson(const LanePath& p) {
   json j = {{"local_nic", p.local_nic}, {"remote_nic", p.remote_nic}, {"direct", p.direct}};
@@ -70,10 +78,21 @@ std::string EncodeControl(const ControlMessage& m) {
     case ControlType::kLaneFailed:
       j["reason"] = m.reason;
       break;
+    case ControlType::kLost:
+      j["reason"] = m.reason;
+      j["generation"] = m.generation;
+      break;
+    case ControlType::kRecover: {
+      j["generation"] = m.generation;
+      json missing = json::array();
+      for (const auto& [tag, seqs] : m.missing) missing.push_back({tag, seqs});
+      j["missing"] = std::move(missing);
+      break;
+    }
     default:
       break;
   }
-  if (m.type == ControlType::kMove || m.type == ControlType::kReady) {
+  if (HasCounts(m.type)) {
     json counts = json::array();
     for (const auto& [tag, n] : m.counts) counts.push_back({tag, n});
     j["counts"] = std::move(counts);
@@ -106,10 +125,19 @@ absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
       const auto& bin = j.at("address").get_binary();
       m.address.assign(bin.begin(), bin.end());
     }
-    if (m.type == ControlType::kRefuse || m.type == ControlType::kLaneFailed) {
+    if (m.type == ControlType::kRefuse || m.type == ControlType::kLaneFailed ||
+        m.type == ControlType::kLost) {
       m.reason = j.at("reason").get<std::string>();
     }
-    if (m.type == ControlType::kMove || m.type == ControlType::kReady) {
+    if (m.type == ControlType::kLost || m.type == ControlType::kRecover) {
+      m.generation = j.at("generation").get<uint64_t>();
+    }
+    if (m.type == ControlType::kRecover) {
+      for (const json& e : j.at("missing")) {
+        m.missing[e.at(0).get<uint32_t>()] = e.at(1).get<std::vector<uint64_t>>();
+      }
+    }
+    if (HasCounts(m.type)) {
       for (const json& e : j.at("counts"))
         m.counts[e.at(0).get<uint32_t>()] = e.at(1).get<uint64_t>();
     }

@@ -11,6 +11,19 @@
 //   LANE_FAILED either way          this end's new connection failed; both stay
 //   DONE        receiver -> sender  every part numbered below the switch point
 //                                   arrived; the old lane may close
+//
+// and of the failover of lanes that die without a PREPARE (lane_recovery.cc),
+// on any lane of the comm (the receiver sends them on its home lane):
+//   ACK         receiver -> sender  per tag, how many parts (from the first)
+//                                   have all arrived; sends on guarded lanes
+//                                   complete only once acknowledged
+//   LOST        sender -> receiver  recovery `generation`: a guarded lane of
+//                                   the comm died; recover
+//   RECOVER     receiver -> sender  recovery `generation`: the receiver's
+//                                   per-tag part counts and, per tag, the
+//                                   parts it did not get and re-posted on its
+//                                   home lane; the sender re-sends exactly those
+//                                   and the ones the receiver has not posted
 #pragma once
 
 #include <cstdint>
@@ -18,22 +31,36 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "plugins/nccl_net/lane.h"
 
 namespace mixnet::nccl {
 
-enum class ControlType { kMove, kReady, kRefuse, kLaneUp, kLaneFailed, kDone };
+enum class ControlType {
+  kMove,
+  kReady,
+  kRefuse,
+  kLaneUp,
+  kLaneFailed,
+  kDone,
+  kAck,
+  kLost,
+  kRecover
+};
 const char* ControlTypeName(ControlType t);
 
 struct ControlMessage {
   ControlType type = ControlType::kMove;
   uint64_t move_id = 0;
-  LanePath target;      // kMove: as seen from the sender (remote_nic is the receiver's NIC)
-  uint64_t epoch = 0;   // kMove
-  std::string address;  // kReady: the receiver's transport address on target.remote_nic
-  TagCounts counts;     // kMove, kReady
-  std::string reason;   // kRefuse, kLaneFailed
+  LanePath target;          // kMove: as seen from the sender (remote_nic is the receiver's NIC)
+  uint64_t epoch = 0;       // kMove
+  std::string address;      // kReady: the receiver's transport address on target.remote_nic
+  TagCounts counts;         // kMove, kReady, kAck, kRecover
+  std::string reason;       // kRefuse, kLaneFailed, kLost
+  uint64_t generation = 0;  // kLost, kRecover: the recovery's number (1, 2, ...)
+  // kRecover: per tag, the part numbers the receiver re-posted, ascending.
+  absl::flat_hash_map<uint32_t, std::vector<uint64_t>> missing;
 };
 
 std::string EncodeControl(const ControlMessage& m);

@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/nccl_net/interface_choice.h"
+#include "plugins/nccl_net/result.h"
 #include "runtime/common/cpu_affinity.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
@@ -71,7 +73,15 @@ absl::StatusOr<transport::Device*> Nic::device() {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Nic>>> DiscoverNics(const PluginConfig& config) {
-  ASSIGN_OR_RETURN(auto found, transport::tcp::MatchInterfaces(config.ifname_filter));
+  std::vector<std::pair<std::string, std::string>> found;
+  if (config.ifname_filter.empty()) {
+    ASSIGN_OR_RETURN(std::vector<InterfaceEntry> all, ListInterfaces());
+    ASSIGN_OR_RETURN(InterfaceChoice choice, ChooseInterface(all));
+    LogInfo(choice.explanation);
+    found.emplace_back(choice.ifname, choice.ip);
+  } else {
+    ASSIGN_OR_RETURN(found, transport::tcp::MatchInterfaces(config.ifname_filter));
+  }
   std::vector<std::unique_ptr<Nic>> nics;
   for (size_t i = 0; i < found.size(); ++i) {
     const auto& [ifname, ip] = found[i];

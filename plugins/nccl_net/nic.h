@@ -1,6 +1,6 @@
 // The plugin's NCCL devices: one per interface chosen by MIXNET_SOCKET_IFNAME
-// (default: lo), each backed by one transport Device (made on first use and
-// shared by every comm and communicator of the process). Thread-safe.
+// (unset: one, chosen as NCCL does, interface_choice.h), each backed by one transport Device (made
+// on first use and shared by every comm and communicator of the process). Thread-safe.
 #pragma once
 
 #include <memory>
@@ -46,7 +46,8 @@ class Nic {
   std::unique_ptr<transport::Device> device_ ABSL_GUARDED_BY(mu_);
 };
 
-// One Nic per interface matching the config's filter, in interface order.
+// One Nic per interface matching the config's filter, in interface order
+// (no filter: the one ChooseInterface picks, logged at INFO).
 // Names are "mixnet" when there is one NIC, "mixnet_<ifname>" otherwise.
 absl::StatusOr<std::vector<std::unique_ptr<Nic>>> DiscoverNics(const PluginConfig& config);
 

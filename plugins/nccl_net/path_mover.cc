@@ -43,6 +43,7 @@ std::string CommName(const Comm& c) {
 }  // namespace
 
 bool LanesFor(Comm& comm, const uint32_t* tags, int n, std::shared_ptr<Lane>* lanes) {
+  if (comm.recovering) return false;  // re-sends go first (lane_recovery.h)
   if (comm.move == nullptr) {
     for (int i = 0; i < n; ++i) lanes[i] = comm.lane;
     return true;
@@ -156,16 +157,27 @@ bool PathMover::Vanishing(const LanePath& p) const {
   return true;
 }
 
-void PathMover::Send(Comm& c, Lane& lane, const ControlMessage& m) {
+void PathMover::Send(Comm& c, Lane& lane, const ControlMessage& m, bool ack) {
   ControlSend s;
   s.bytes = EncodeControl(m);
+  s.ack = ack;
   absl::StatusOr<std::unique_ptr<transport::Request>> r =
-      lane.connection->Isend(s.bytes.data(), s.bytes.size(), kControlTag);
+      lane.connection == nullptr
+          ? absl::UnavailableError("the lane was closed")
+          : lane.connection->Isend(s.bytes.data(), s.bytes.size(), kControlTag);
   if (!r.ok()) {
-    LogWarn(absl::StrCat(CommName(c), ": cannot send ", ControlTypeName(m.type), " on lane ",
-                         lane.path.Describe(), ": ", r.status().ToString()));
-    // The move's messages travel on the lane the comm uses (or is leaving):
-    // without them the move cannot finish, so the comm is failed.
+    const std::string why =
+        absl::StrCat(CommName(c), ": cannot send ", ControlTypeName(m.type), " on lane ",
+                     lane.path.Describe(), ": ", r.status().ToString());
+    if (&lane != c.home.get()) {
+      // A guarded lane: fail over to home, once the caller is through with
+      // the move state (Advance and Complete run it).
+      if (c.failover_due.empty()) c.failover_due = why;
+      return;
+    }
+    LogWarn(why);
+    // The home lane carries the comm's last resort: without it the comm is
+    // failed.
     c.lane_failed = true;
     return;
   }
@@ -182,7 +194,11 @@ void PathMover::PollControl(Comm& c, Lane& lane) {
     absl::StatusOr<std::unique_ptr<transport::Request>> r =
         lane.connection->Irecv(lane.control_buf.data(), lane.control_buf.size(), kControlTag);
     if (!r.ok()) {
-      if (&lane == c.lane.get()) c.lane_failed = true;
+      if (&lane == c.home.get()) {
+        c.lane_failed = true;
+      } else {
+        GuardedLaneEnded(c, lane, r.status());
+      }
       return;
     }
     lane.control_recv = *std::move(r);
@@ -192,20 +208,20 @@ void PathMover::PollControl(Comm& c, Lane& lane) {
     const size_t size = lane.control_recv->bytes();
     lane.control_recv.reset();
     if (!st.ok()) {
-      // The old lane of a finished move closing is expected; the comm's own
-      // lane failing is not (its data requests fail too and NCCL sees why).
-      // An idle lane closing is the peer closing its comm (teardown); with
-      // requests on it or a move in progress it is a failure.
-      if (&lane == c.lane.get()) {
-        const std::string what =
-            absl::StrCat(CommName(c), ": lane ", lane.path.Describe(), " ended: ", st.ToString());
-        if (lane.outstanding == 0 && c.move == nullptr) {
-          LogInfo(what);
-        } else {
-          LogWarn(what);
-        }
-        c.lane_failed = true;
+      if (&lane != c.home.get()) {
+        GuardedLaneEnded(c, lane, st);
+        return;
       }
+      // The home lane ending is the peer closing its comm (teardown) when
+      // idle, a failure otherwise (data requests fail too and NCCL sees why).
+      const std::string what =
+          absl::StrCat(CommName(c), ": lane ", lane.path.Describe(), " ended: ", st.ToString());
+      if (c.live.empty() && c.move == nullptr) {
+        LogInfo(what);
+      } else {
+        LogWarn(what);
+      }
+      c.lane_failed = true;
       return;
     }
     absl::StatusOr<ControlMessage> m = DecodeControl(lane.control_buf.data(), size);
@@ -217,6 +233,7 @@ void PathMover::PollControl(Comm& c, Lane& lane) {
       continue;
     }
     HandleControl(c, lane, *m);
+    if (lane.connection == nullptr) return;  // a failover closed it
   }
 }
 
@@ -242,6 +259,11 @@ void PathMover::StartMove(Comm& c, const LanePath& target) {
 }
 
 void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
+  if (m.type == ControlType::kAck || m.type == ControlType::kLost ||
+      m.type == ControlType::kRecover) {
+    HandleRecovery(c, m);
+    return;
+  }
   Move* move = c.move.get();
   const bool ours = move != nullptr && move->id == m.move_id;
   switch (m.type) {
@@ -281,7 +303,9 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       co.timeout = options_.connect_timeout;
       transport::Device* d = *device;
       absl::StatusOr<std::shared_ptr<ConnectionTask>> dial =
-          ConnectionTask::Start([d, co](const std::atomic<bool>&) { return d->Connect(co); });
+          // The waiting side: waits for the sender's dial (helper_pool.h).
+          ConnectionTask::Start(HelperPool::Dialing(),
+                                [d, co](const std::atomic<bool>&) { return d->Connect(co); });
       if (!dial.ok()) {
         reply.type = ControlType::kRefuse;
         reply.reason = dial.status().ToString();
@@ -313,7 +337,9 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       co.timeout = options_.connect_timeout;
       transport::Device* d = *device;
       absl::StatusOr<std::shared_ptr<ConnectionTask>> dial =
-          ConnectionTask::Start([d, co](const std::atomic<bool>&) { return d->Connect(co); });
+          // The initiator: a dial that waits for nothing but the network.
+          ConnectionTask::Start(HelperPool::Answering(),
+                                [d, co](const std::atomic<bool>&) { return d->Connect(co); });
       if (!dial.ok()) {
         Abandon(c, dial.status().ToString(), true);
         return;
@@ -338,6 +364,8 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
         move->done_received = true;
         MaybeRetire(c);
       }
+      return;
+    default:
       return;
   }
 }
@@ -415,7 +443,24 @@ void PathMover::Advance(Comm& c) {
     std::shared_ptr<Lane> old = c.move->old;
     PollControl(c, *old);
   }
+  // The home lane carries ACKs and recoveries while the comm is elsewhere.
+  if (c.home != nullptr && c.home != c.lane && (c.move == nullptr || c.move->old != c.home)) {
+    std::shared_ptr<Lane> home = c.home;
+    PollControl(c, *home);
+  }
   if (c.lane_failed) return;
+  RunDueFailover(c);
+  if (c.lane_failed) return;
+  if (c.recovering) {
+    if (absl::Now() - c.recovering_since > MoveTimeout(options_.connect_timeout)) {
+      LogWarn(absl::StrCat(CommName(c), ": the receiver did not answer the failover (LOST ",
+                           c.recoveries + 1, ") within ",
+                           absl::FormatDuration(MoveTimeout(options_.connect_timeout))));
+      c.lane_failed = true;
+    }
+    return;
+  }
+  if (!c.is_send) MaybeSendAck(c);
   if (c.move == nullptr) {
     // Idle ticks cost nothing per comm: the route is looked up again only
     // after the routing changed, or after a move (done or abandoned).
@@ -526,42 +571,10 @@ PathMover::Stats PathMover::stats() const {
   s.moves_started = moves_started_.load();
   s.moves_done = moves_done_.load();
   s.moves_abandoned = moves_abandoned_.load();
+  s.failovers = failovers_.load();
+  s.parts_resent = parts_resent_.load();
   s.installed_epoch = installed_epoch_.load();
   return s;
-}
-
-void PathMover::Report() {
-  if (options_.report_period <= absl::ZeroDuration() || !options_.report) return;
-  const absl::Time now = absl::Now();
-  const int64_t period_ns = absl::ToInt64Nanoseconds(options_.report_period);
-  if (next_report_ == absl::Time()) {
-    next_report_ = absl::FromUnixNanos((absl::ToUnixNanos(now) / period_ns + 1) * period_ns);
-    return;
-  }
-  if (now < next_report_) return;
-  TrafficSample sample;
-  sample.period = absl::ToUnixNanos(next_report_) / period_ns - 1;
-  next_report_ = absl::FromUnixNanos((absl::ToUnixNanos(now) / period_ns + 1) * period_ns);
-  absl::flat_hash_map<std::string, uint64_t> by_peer;
-  {
-    absl::MutexLock lock(&comms_mu_);
-    for (Comm* c : comms_) {
-      if (!c->is_send) continue;
-      absl::MutexLock cl(&c->mu);
-      const uint64_t delta = c->sent_bytes - c->reported_bytes;
-      c->reported_bytes = c->sent_bytes;
-      if (delta > 0 && !c->peer_host.empty() && c->peer_host != options_.host &&
-          options_.spec.FindHost(c->peer_host) != nullptr) {
-        by_peer[c->peer_host] += delta;
-      }
-    }
-  }
-  if (by_peer.empty()) return;
-  for (const auto& [peer, bytes] : by_peer) {
-    sample.peer_hosts.push_back(peer);
-    sample.bytes.push_back(static_cast<double>(bytes));
-  }
-  options_.report(std::move(sample));
 }
 
 void PathMover::Run() {
@@ -573,7 +586,7 @@ void PathMover::Run() {
       for (Comm* c : comms_) {
         absl::MutexLock cl(&c->mu);
         Advance(*c);
-        busy |= c->move != nullptr;
+        busy |= c->move != nullptr || c->ack_due || c->recovering;
       }
     }
     Report();

@@ -34,6 +34,9 @@
 // per period (the period index is the row's iteration), so the controller
 // sees the NCCL traffic matrix.
 //
+// Lanes that die without a PREPARE (a circuit cut) are failed over to the
+// comm's home EPS lane: see lane_recovery.h.
+//
 // Threads: a "mx-nccl-mover" thread advances moves and reports; the agent's
 // event thread calls the TopologyFollower methods; NCCL's proxy threads call
 // LanesFor and Advance with the comm's mutex held. Lock order: the mover's
@@ -102,6 +105,17 @@ class PathMover : public router::TopologyFollower {
   // and starts one when the comm is a send comm off its desired path.
   void Advance(Comm& comm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
 
+  // Failover of guarded lanes (lane_recovery.cc; see lane_recovery.h).
+  // Whether request `r` is complete as NCCL should see it: a send part on a
+  // guarded lane needs the receiver's ACK; a guarded part whose lane died
+  // starts a failover (the part is then re-posted on home, or, for a send,
+  // waits for the receiver's RECOVER).
+  bool Complete(Comm& comm, Request& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+  // Receiver: the parts of completed request `r` arrived (for ACKs).
+  void NoteDone(Comm& comm, const Request& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+  // A guarded lane of `comm` died (`why`): fall back to its home lane.
+  void Failover(Comm& comm, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+
   // router::TopologyFollower (agent thread).
   absl::Status Prepare(const router::Topology& target, absl::Time deadline) override;
   absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
@@ -111,6 +125,8 @@ class PathMover : public router::TopologyFollower {
   struct Stats {
     uint64_t moves_started = 0, moves_done = 0, moves_abandoned = 0;
     uint64_t installed_epoch = 0;
+    uint64_t failovers = 0;     // recoveries completed (either end)
+    uint64_t parts_resent = 0;  // send parts re-sent over home lanes
   };
   Stats stats() const;
 
@@ -131,10 +147,25 @@ class PathMover : public router::TopologyFollower {
   void HandleControl(Comm& c, Lane& on, const ControlMessage& m)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void PollControl(Comm& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-  void Send(Comm& c, Lane& lane, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void Send(Comm& c, Lane& lane, const ControlMessage& m, bool ack = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void Abandon(Comm& c, const std::string& why, bool tell_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void MaybeSwitch(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void MaybeRetire(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+
+  // Failover steps (lane_recovery.cc; comm.mu held).
+  void HandleRecovery(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void KillGuarded(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void RecoverReceiver(Comm& c, uint64_t generation, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void ResendFromRecover(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  void MaybeSendAck(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // The failover a failed control send on a guarded lane asked for.
+  void RunDueFailover(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // A failure `st` on guarded lane `lane`: fail over unless the lane was
+  // being retired anyway.
+  void GuardedLaneEnded(Comm& c, Lane& lane, const absl::Status& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
   const Options options_;
   std::atomic<bool> stop_{false};
@@ -151,6 +182,7 @@ class PathMover : public router::TopologyFollower {
   std::atomic<uint64_t> routing_generation_{1};  // bumped by every SetRouting
 
   std::atomic<uint64_t> moves_started_{0}, moves_done_{0}, moves_abandoned_{0};
+  std::atomic<uint64_t> failovers_{0}, parts_resent_{0};
   absl::Time next_report_;  // mover thread only
 };
 

@@ -1,6 +1,6 @@
 // The NCCL net plugin core (see plugin.h): NIC discovery, contexts,
-// connection set-up through Background handshakes, and requests mapped onto
-// transport Isend/Irecv. Threads: NCCL's init, proxy service and proxy
+// connection set-up through Background handshakes, and closing (the request
+// path is in plugin_requests.cc). Threads: NCCL's init, proxy service and proxy
 // progress threads, as listed in plugin.h.
 #include "plugins/nccl_net/plugin.h"
 
@@ -10,40 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugins/nccl_net/handshake.h"
+#include "plugins/nccl_net/plugin_util.h"
 #include "plugins/nccl_net/result.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::nccl {
 namespace {
 
-// Setup steps after the control dial (both ends are then active) get this long
-// at most, so an abandoned handshake thread ends soon.
-absl::Duration HandshakeTimeout(const PluginConfig& c) { return c.connect_timeout; }
-
-std::string Ptr(const void* p) {
-  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
-}
-
-absl::Status NotLive(const char* call, const void* p, const char* what) {
-  return absl::InvalidArgumentError(absl::StrCat(call, ": ", p == nullptr ? "NULL" : Ptr(p),
-                                                 " is not an open ", what,
-                                                 " (NULL, closed or never created)"));
-}
-
-absl::Status NullOut(const char* call, const char* what) {
-  return absl::InvalidArgumentError(absl::StrCat(call, ": output pointer ", what, " is NULL"));
-}
-
-// A comm whose lane failed (its peer died or closed, or a control message
-// could not be sent) takes no more requests: posting would otherwise wait
-// forever for a move that cannot finish.
-absl::Status LaneHealth(const Comm& comm, const char* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
-  if (!comm.lane_failed) return absl::OkStatus();
-  absl::Status h = comm.lane->connection->health();
-  return absl::UnavailableError(absl::StrCat(
-      call, ": the connection to ", comm.lane->connection->peer_name(), " over ",
-      comm.lane->path.Describe(), " failed", h.ok() ? std::string() : ": " + h.ToString()));
-}
+// A connection set-up must be done this long after connect/accept started it,
+// however long it waited for a helper thread, so an abandoned one ends soon.
+absl::Time HandshakeDeadline(const PluginConfig& c) { return absl::Now() + c.connect_timeout; }
 
 }  // namespace
 
@@ -92,6 +68,7 @@ void Plugin::AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connectio
     comm->lane = std::make_shared<Lane>();
     comm->lane->path = std::move(path);
     comm->lane->connection = std::move(connection);
+    comm->home = comm->lane;
   }
   registry_.Add(comm, kind);
   if (mover_ != nullptr) mover_->Add(comm);
@@ -107,6 +84,8 @@ absl::StatusOr<transport::Device*> Plugin::SpecDevice(const std::string& nic) {
 
 absl::Status Plugin::InitFabric() {
   ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(config_.cluster_spec));
+  self_.spec = SpecFingerprint(spec);
+  self_.spec_source = config_.cluster_spec;
   ASSIGN_OR_RETURN(nics_, SpecNics(config_, spec, config_.host));
   device_count_ = 0;
   for (const auto& n : nics_) device_count_ += n->ocs() ? 0 : 1;
@@ -156,24 +135,28 @@ absl::Status Plugin::Init(nccl_abi::Logger logger) {
   if (initialized_) return absl::OkStatus();
   ASSIGN_OR_RETURN(config_, LoadPluginConfig());
   next_id_.store(RandomId());
+  self_.plugin_version = PluginVersion();
+  self_.spec = "none";
+  self_.host = config_.host;
   std::string mode = "static routes (no cluster spec)";
   if (config_.cluster_spec.empty()) {
     ASSIGN_OR_RETURN(nics_, DiscoverNics(config_));
     device_count_ = static_cast<int>(nics_.size());
   } else {
     RETURN_IF_ERROR(InitFabric());
-    mode = agent_ != nullptr
-               ? absl::StrCat("cluster spec ", config_.cluster_spec, ", host ", config_.host,
-                              ", following controller ", config_.controller)
-               : absl::StrCat("cluster spec ", config_.cluster_spec, ", host ", config_.host,
-                              ", the spec's circuits (no controller)");
+    mode =
+        agent_ != nullptr
+            ? absl::StrCat("cluster spec ", config_.cluster_spec, " (fingerprint ", self_.spec,
+                           "), host ", config_.host, ", following controller ", config_.controller)
+            : absl::StrCat("cluster spec ", config_.cluster_spec, " (fingerprint ", self_.spec,
+                           "), host ", config_.host, ", the spec's circuits (no controller)");
   }
   routes_ = MakeStaticRoutePolicy(device_count_);
   std::vector<std::string> names;
   for (const auto& n : nics_)
     names.push_back(absl::StrCat(n->name(), "=", n->ifname(), "(", n->ip(), ")"));
-  LogInfo(absl::StrCat("transport ", config_.transport, ", ", device_count_,
-                       " device(s): ", absl::StrJoin(names, ", "), "; ", mode));
+  LogInfo(absl::StrCat("plugin ", self_.plugin_version, ", transport ", config_.transport, ", ",
+                       device_count_, " device(s): ", absl::StrJoin(names, ", "), "; ", mode));
   initialized_ = true;
   ready_.store(true);
   return absl::OkStatus();
@@ -251,6 +234,7 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   if (handle == nullptr) return NullOut("listen", "handle");
   if (listen_comm == nullptr) return NullOut("listen", "listenComm");
   *listen_comm = nullptr;
+  SweepDials();
   Nic* nic = nics_[dev].get();
   RETURN_IF_ERROR(nic->device().status());
   ASSIGN_OR_RETURN(ControlListener control, OpenControlListener(nic->ip()));
@@ -271,16 +255,43 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<ConnectionTask>> Plugin::StartDial(const PathChoice& path) {
+absl::StatusOr<std::shared_ptr<DialTask>> Plugin::StartDial(const PathChoice& path) {
   Nic* nic = nics_[path.local_nic].get();
   ASSIGN_OR_RETURN(transport::Device * device, nic->device());
   const uint64_t connection_id = RandomId();
-  const absl::Duration timeout = HandshakeTimeout(config_);
-  return ConnectionTask::Start(
+  const absl::Time deadline = HandshakeDeadline(config_);
+  Identity self = self_;
+  self.nic = nic->spec_nic();
+  return DialTask::Start(
+      HelperPool::Dialing(),
       [device, ip = nic->ip(), ifname = nic->spec_nic().empty() ? nic->ifname() : std::string(),
-       peer = path.remote, connection_id, timeout](const std::atomic<bool>& cancelled) {
-        return DialPeer(device, ip, ifname, peer, connection_id, timeout, cancelled);
+       peer = path.remote, connection_id, self = std::move(self),
+       deadline](const std::atomic<bool>& cancelled) {
+        return DialPeer(device, ip, ifname, peer, connection_id, self, deadline, cancelled);
       });
+}
+
+void Plugin::SweepDials() {
+  const absl::Time now = absl::Now();
+  std::vector<std::shared_ptr<DialTask>> dropped;  // destroyed outside the lock
+  {
+    absl::MutexLock lock(&dial_mu_);
+    for (auto it = dials_.begin(); it != dials_.end();) {
+      if (now - it->second.last_polled <= config_.connect_timeout) {
+        ++it;
+        continue;
+      }
+      it->second.task->Cancel();
+      dropped.push_back(std::move(it->second.task));
+      dials_.erase(it++);
+    }
+  }
+  if (!dropped.empty()) {
+    LogInfo(
+        absl::StrCat("dropped ", dropped.size(),
+                     " connect(s) that NCCL stopped polling (none for MIXNET_CONNECT_TIMEOUT_MS = ",
+                     absl::FormatDuration(config_.connect_timeout), ")"));
+  }
 }
 
 absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm) {
@@ -289,11 +300,20 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   if (send_comm == nullptr) return NullOut("connect", "sendComm");
   *send_comm = nullptr;
   ASSIGN_OR_RETURN(HandleInfo peer, ReadHandle(handle));
-  std::shared_ptr<ConnectionTask> task;
+  SweepDials();
+  std::shared_ptr<DialTask> task;
   if (peer.connect_token != 0) {
     absl::MutexLock lock(&dial_mu_);
     auto it = dials_.find(peer.connect_token);
-    if (it != dials_.end()) task = it->second;
+    if (it == dials_.end()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("connect to ", peer.host, " (", peer.ip, ":", peer.port,
+                       "): this handle's connection attempt was abandoned (not polled for "
+                       "MIXNET_CONNECT_TIMEOUT_MS = ",
+                       absl::FormatDuration(config_.connect_timeout), ") and has been closed"));
+    }
+    it->second.last_polled = absl::Now();
+    task = it->second.task;
   }
   if (task == nullptr) {
     ASSIGN_OR_RETURN(PathChoice path, routes_->Choose(dev, peer));
@@ -301,12 +321,12 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
     const uint64_t token = next_id_.fetch_add(1);
     {
       absl::MutexLock lock(&dial_mu_);
-      dials_[token] = task;
+      dials_[token] = PendingDial{task, absl::Now()};
     }
     SetConnectToken(handle, token);
     return absl::OkStatus();  // *send_comm stays NULL: call again
   }
-  std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> result = task->Poll();
+  std::optional<absl::StatusOr<PeerConnection>> result = task->Poll();
   if (!result.has_value()) return absl::OkStatus();
   {
     absl::MutexLock lock(&dial_mu_);
@@ -317,13 +337,13 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   auto* comm = new Comm();
   comm->is_send = true;
   comm->nic = nics_[dev].get();
-  comm->peer_host = peer.host;
+  comm->peer_host = (*result)->peer.host;  // in full (the handle's copy may be cut)
   comm->key = RandomId();
   comm->max_requests = config_.max_requests;
   LanePath path;
   path.local_nic = comm->nic->spec_nic();
-  path.remote_nic = peer.nic_name;
-  AddComm(comm, Kind::kSend, std::move(**result), std::move(path));
+  path.remote_nic = (*result)->peer.nic;
+  AddComm(comm, Kind::kSend, std::move((*result)->connection), std::move(path));
   *send_comm = comm;
   return absl::OkStatus();
 }
@@ -335,7 +355,10 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
   if (recv_comm == nullptr) return NullOut("accept", "recvComm");
   *recv_comm = nullptr;
   auto* l = static_cast<ListenComm*>(listen_comm);
+  SweepDials();
   ASSIGN_OR_RETURN(transport::Device * device, l->nic->device());
+  Identity self = self_;
+  self.nic = l->nic->spec_nic();
   // Take every new control dial and answer it on its own thread.
   while (true) {
     int fd = accept4(l->control.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -346,10 +369,10 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
                          "accept4");
     }
     const uint64_t id = l->listen_id;
-    const absl::Duration timeout = HandshakeTimeout(config_);
-    absl::StatusOr<std::shared_ptr<ConnectionTask>> task =
-        ConnectionTask::Start([device, fd, id, timeout](const std::atomic<bool>& c) {
-          return AnswerPeer(device, fd, id, timeout, c);
+    const absl::Time deadline = HandshakeDeadline(config_);
+    absl::StatusOr<std::shared_ptr<DialTask>> task = DialTask::Start(
+        HelperPool::Answering(), [device, fd, id, self, deadline](const std::atomic<bool>& c) {
+          return AnswerPeer(device, fd, id, self, deadline, c);
         });
     if (!task.ok()) {
       close(fd);  // the job that would own it never started
@@ -358,7 +381,7 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     l->pending.push_back(std::move(*task));
   }
   for (auto it = l->pending.begin(); it != l->pending.end();) {
-    std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> result = (*it)->Poll();
+    std::optional<absl::StatusOr<PeerConnection>> result = (*it)->Poll();
     if (!result.has_value()) {
       ++it;
       continue;
@@ -374,164 +397,16 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     auto* comm = new Comm();
     comm->is_send = false;
     comm->nic = l->nic;
+    comm->peer_host = (*result)->peer.host;  // for messages (receivers route nothing)
     comm->max_requests = config_.max_requests;
     LanePath path;
     path.local_nic = l->nic->spec_nic();
-    AddComm(comm, Kind::kRecv, std::move(**result), std::move(path));
+    path.remote_nic = (*result)->peer.nic;
+    AddComm(comm, Kind::kRecv, std::move((*result)->connection), std::move(path));
     *recv_comm = comm;
     return absl::OkStatus();
   }
   return absl::OkStatus();
-}
-
-absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (!registry_.Contains(comm, Kind::kSend) && !registry_.Contains(comm, Kind::kRecv)) {
-    return NotLive("regMr", comm, "send or recv comm");
-  }
-  if (mhandle == nullptr) return NullOut("regMr", "mhandle");
-  *mhandle = nullptr;
-  if (type == nccl_abi::kPtrCuda) {
-    return absl::UnimplementedError(
-        "regMr: CUDA memory needs the verbs transport with GPUDirect RDMA, which this plugin "
-        "does not offer yet (ptrSupport is host memory only)");
-  }
-  if (type != nccl_abi::kPtrHost) {
-    return absl::InvalidArgumentError(absl::StrCat("regMr: unknown memory type ", type));
-  }
-  if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMr: NULL buffer");
-  auto* m = new MemHandle{comm, data, size, type};
-  registry_.Add(m, Kind::kMemory);
-  *mhandle = m;
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::DeregMr(void* comm, void* mhandle) {
-  if (!registry_.Remove(mhandle, Kind::kMemory))
-    return NotLive("deregMr", mhandle, "memory handle");
-  delete static_cast<MemHandle*>(mhandle);
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                           void** request) {
-  if (!registry_.Contains(send_comm, Kind::kSend)) return NotLive("isend", send_comm, "send comm");
-  if (request == nullptr) return NullOut("isend", "request");
-  *request = nullptr;
-  RETURN_IF_ERROR(CheckMemHandle(mhandle, "isend"));
-  if (data == nullptr && size != 0) return absl::InvalidArgumentError("isend: NULL buffer");
-  if (size > (size_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("isend: ", size, " bytes exceeds maxP2pBytes"));
-  }
-  auto* comm = static_cast<Comm*>(send_comm);
-  absl::MutexLock lock(&comm->mu);
-  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
-  const uint32_t wire_tag = static_cast<uint32_t>(tag);
-  RETURN_IF_ERROR(LaneHealth(*comm, "isend"));
-  std::shared_ptr<Lane> lane;
-  if (!LanesFor(*comm, &wire_tag, 1, &lane)) {
-    if (mover_ != nullptr) mover_->Advance(*comm);
-    return absl::OkStatus();  // moving to another lane: retry
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<transport::Request> part,
-                   lane->connection->Isend(data, size, wire_tag));
-  CountPosted(*comm, &wire_tag, 1, &lane);
-  comm->sent_bytes += size;
-  auto* r = new Request();
-  r->comm = comm;
-  r->n = 1;
-  r->parts[0] = std::move(part);
-  r->lanes[0] = std::move(lane);
-  comm->live.insert(r);
-  registry_.Add(r, Kind::kRequest);
-  *request = r;
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* sizes,
-                           const int* tags, void** mhandles, void** request) {
-  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("irecv", recv_comm, "recv comm");
-  if (request == nullptr) return NullOut("irecv", "request");
-  *request = nullptr;  // it may hold NCCL's optional-completion marker
-  if (n < 1 || n > config_.max_recvs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("irecv: n = ", n, " outside 1..maxRecvs (", config_.max_recvs, ")"));
-  }
-  if (data == nullptr || sizes == nullptr || tags == nullptr) {
-    return absl::InvalidArgumentError("irecv: NULL data, sizes or tags array");
-  }
-  for (int i = 0; i < n; ++i) {
-    if (mhandles != nullptr) RETURN_IF_ERROR(CheckMemHandle(mhandles[i], "irecv"));
-    if (data[i] == nullptr && sizes[i] != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("irecv: buffer ", i, " is NULL"));
-    }
-  }
-  auto* comm = static_cast<Comm*>(recv_comm);
-  absl::MutexLock lock(&comm->mu);
-  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
-  std::array<uint32_t, kMaxRecvsLimit> wire_tags;
-  for (int i = 0; i < n; ++i) wire_tags[i] = static_cast<uint32_t>(tags[i]);
-  RETURN_IF_ERROR(LaneHealth(*comm, "irecv"));
-  auto r = std::make_unique<Request>();
-  if (!LanesFor(*comm, wire_tags.data(), n, r->lanes.data())) {
-    if (mover_ != nullptr) mover_->Advance(*comm);
-    return absl::OkStatus();  // moving to another lane: retry
-  }
-  r->comm = comm;
-  r->n = n;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::unique_ptr<transport::Request>> part =
-        r->lanes[i]->connection->Irecv(data[i], sizes[i], wire_tags[i]);
-    if (!part.ok()) {
-      // The parts already posted stay counted, so the two ends' numbering
-      // still agrees; this request fails and so does the NCCL operation.
-      CountPosted(*comm, wire_tags.data(), i, r->lanes.data());
-      return part.status();
-    }
-    r->parts[i] = *std::move(part);
-  }
-  CountPosted(*comm, wire_tags.data(), n, r->lanes.data());
-  comm->live.insert(r.get());
-  registry_.Add(r.get(), Kind::kRequest);
-  *request = r.release();
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Iflush(void* recv_comm, int n, void** request) {
-  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("iflush", recv_comm, "recv comm");
-  if (request == nullptr) return NullOut("iflush", "request");
-  *request = nullptr;  // host memory: nothing to flush
-  return absl::OkStatus();
-}
-
-absl::Status Plugin::Test(void* request, int* done, int* sizes) {
-  if (!registry_.Contains(request, Kind::kRequest)) return NotLive("test", request, "request");
-  if (done == nullptr) return NullOut("test", "done");
-  auto* r = static_cast<Request*>(request);
-  *done = 0;
-  for (int i = 0; i < r->n; ++i) {
-    if (!r->parts[i]->Done()) return absl::OkStatus();
-  }
-  absl::Status status;
-  for (int i = 0; i < r->n; ++i) {
-    absl::Status s = r->parts[i]->status();
-    if (!s.ok() && status.ok()) {
-      // The transport's "message larger than the receive" is a size mismatch.
-      status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
-      status = Annotate(status, r->lanes[i]->connection->peer_name());
-    }
-    if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes());
-  }
-  {
-    Comm* comm = r->comm;
-    absl::MutexLock lock(&comm->mu);
-    comm->live.erase(r);
-    for (int i = 0; i < r->n; ++i) --r->lanes[i]->outstanding;
-    if (comm->move != nullptr && mover_ != nullptr) mover_->Advance(*comm);
-  }
-  registry_.Remove(r, Kind::kRequest);
-  delete r;
-  *done = 1;
-  return status;
 }
 
 absl::Status Plugin::CloseComm(void* p, Kind kind) {
@@ -550,6 +425,7 @@ absl::Status Plugin::CloseComm(void* p, Kind kind) {
     comm->live.clear();
     comm->move.reset();
     comm->lane.reset();
+    comm->home.reset();
   }
   delete comm;
   return absl::OkStatus();

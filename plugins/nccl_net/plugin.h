@@ -78,8 +78,10 @@ class Plugin {
   absl::Status CheckContext(void* ctx, bool need_ctx, const char* call) const;
   absl::Status CheckMemHandle(void* mhandle, const char* call) const;
   absl::Status CloseComm(void* comm, Kind kind);
-  // Starts DialPeer for a connect on a Background thread.
-  absl::StatusOr<std::shared_ptr<ConnectionTask>> StartDial(const PathChoice& path);
+  // Starts DialPeer for a connect on the Dialing() pool.
+  absl::StatusOr<std::shared_ptr<DialTask>> StartDial(const PathChoice& path);
+  // Drops connects NCCL stopped polling (see dials_).
+  void SweepDials();
   // With a cluster spec: NICs from it, the path mover, and (with a
   // controller) the worker agent that drives it.
   absl::Status InitFabric();
@@ -105,9 +107,19 @@ class Plugin {
   Registry registry_;
   std::atomic<uint64_t> next_id_{0};
 
-  // Connects in progress, by the token kept in the connector's handle buffer.
+  // This end as the handshake presents it (set at init; `nic` per listen comm).
+  Identity self_;
+
+  // Connects in progress, by the token kept in the connector's handle
+  // buffer. One that NCCL has not polled for the connect timeout is
+  // abandoned: dropped (its connection, if made, closed) by the next
+  // listen/connect/accept, and a later poll with its handle fails.
+  struct PendingDial {
+    std::shared_ptr<DialTask> task;
+    absl::Time last_polled;
+  };
   absl::Mutex dial_mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<ConnectionTask>> dials_ ABSL_GUARDED_BY(dial_mu_);
+  absl::flat_hash_map<uint64_t, PendingDial> dials_ ABSL_GUARDED_BY(dial_mu_);
 };
 
 }  // namespace mixnet::nccl

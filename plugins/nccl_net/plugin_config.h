@@ -12,8 +12,8 @@
 namespace mixnet::nccl {
 
 struct PluginConfig {
-  std::string transport;                               // MIXNET_TRANSPORT: "tcp" or "verbs"
-  std::string ifname_filter;                           // MIXNET_SOCKET_IFNAME (empty: lo)
+  std::string transport;      // MIXNET_TRANSPORT: "tcp" or "verbs"
+  std::string ifname_filter;  // MIXNET_SOCKET_IFNAME (empty: interface_choice.h)
   absl::Duration connect_timeout = absl::Seconds(60);  // MIXNET_CONNECT_TIMEOUT_MS
   std::string host;                                    // MIXNET_HOST (else gethostname)
   std::string cluster_spec;  // MIXNET_CLUSTER_SPEC: routes over EPS and circuits (empty: none)

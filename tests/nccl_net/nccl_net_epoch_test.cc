@@ -121,6 +121,37 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_EQ(rb->address, r.address);
 
+  // The failover messages (lane_recovery.h).
+  nccl::ControlMessage rec;
+  rec.type = nccl::ControlType::kRecover;
+  rec.generation = 3;
+  rec.counts = {{1, 40}, {2, 38}};
+  rec.missing = {{1, {31, 33, 39}}, {2, {}}};
+  const std::string rw = nccl::EncodeControl(rec);
+  auto rr = nccl::DecodeControl(rw.data(), rw.size());
+  ASSERT_TRUE(rr.ok()) << rr.status();
+  EXPECT_EQ(rr->type, nccl::ControlType::kRecover);
+  EXPECT_EQ(rr->generation, 3u);
+  EXPECT_EQ(rr->counts, rec.counts);
+  EXPECT_EQ(rr->missing, rec.missing);
+  nccl::ControlMessage lost;
+  lost.type = nccl::ControlType::kLost;
+  lost.generation = 4;
+  lost.reason = "lane ocs0 -> ocs0 ended";
+  const std::string lw = nccl::EncodeControl(lost);
+  auto lr = nccl::DecodeControl(lw.data(), lw.size());
+  ASSERT_TRUE(lr.ok()) << lr.status();
+  EXPECT_EQ(lr->generation, 4u);
+  EXPECT_EQ(lr->reason, lost.reason);
+  nccl::ControlMessage ack;
+  ack.type = nccl::ControlType::kAck;
+  ack.counts = {{7, 12}};
+  const std::string aw = nccl::EncodeControl(ack);
+  auto ar = nccl::DecodeControl(aw.data(), aw.size());
+  ASSERT_TRUE(ar.ok()) << ar.status();
+  EXPECT_EQ(ar->type, nccl::ControlType::kAck);
+  EXPECT_EQ(ar->counts, ack.counts);
+
   EXPECT_FALSE(nccl::DecodeControl("garbage", 7).ok());
   const std::string cut = wire.substr(0, wire.size() / 2);
   EXPECT_FALSE(nccl::DecodeControl(cut.data(), cut.size()).ok());

@@ -102,12 +102,14 @@ class PathMoverTest : public ::testing::Test {
       send_.lane->path.local_nic = "eps0";
       send_.lane->path.remote_nic = "eps0";
       send_.lane->connection = *std::move(dialed);
+      send_.home = send_.lane;  // as Plugin::AddComm does
     }
     {
       absl::MutexLock l(&recv_.mu);
       recv_.lane = std::make_shared<Lane>();
       recv_.lane->path.local_nic = "eps0";
       recv_.lane->connection = *std::move(accepted);
+      recv_.home = recv_.lane;
     }
     hosts_[0].mover->Add(&send_);
     hosts_[1].mover->Add(&recv_);
@@ -120,6 +122,7 @@ class PathMoverTest : public ::testing::Test {
       absl::MutexLock l(&c->mu);
       c->move.reset();
       c->lane.reset();
+      c->home.reset();
     }
     for (Host& h : hosts_) h.mover.reset();
   }
@@ -318,6 +321,7 @@ TEST_F(PathMoverTest, APeerThatGoesAwayMidMoveFailsTheCommInsteadOfStallingIt) {
     absl::MutexLock l(&recv_.mu);
     recv_.move.reset();
     recv_.lane.reset();  // the receiving end closes
+    recv_.home.reset();
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   bool failed = false;

@@ -8,9 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 namespace mixnet::nccl_test {
 
@@ -80,8 +84,9 @@ absl::Status RunRanks(int world, const std::function<absl::Status(int, Board*)>&
   for (int r = 0; r < world; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      // Ranks run with the plugin's defaults (loopback, TCP) whatever the caller set.
-      unsetenv("MIXNET_SOCKET_IFNAME");
+      // Ranks run on loopback over TCP whatever the caller set (the plugin's
+      // own default interface is the host's first non-loopback one).
+      setenv("MIXNET_SOCKET_IFNAME", "lo", 1);
       unsetenv("MIXNET_TRANSPORT");
       absl::Status s;
       // An exception must not unwind into the test framework's copy in the
@@ -140,7 +145,30 @@ absl::Status RunRanks(int world, const std::function<absl::Status(int, Board*)>&
   return absl::OkStatus();
 }
 
-absl::StatusOr<Net> OpenNet() {
+namespace {
+
+absl::Mutex g_log_mu;
+std::vector<std::string>* g_log_lines = nullptr;
+
+void CaptureLog(abi::LogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  absl::MutexLock lock(&g_log_mu);
+  if (g_log_lines == nullptr) g_log_lines = new std::vector<std::string>();
+  g_log_lines->push_back(absl::StrCat(level == abi::kLogWarn ? "WARN " : "INFO ", buf));
+}
+
+}  // namespace
+
+std::vector<std::string> LoggedLines() {
+  absl::MutexLock lock(&g_log_mu);
+  return g_log_lines == nullptr ? std::vector<std::string>{} : *g_log_lines;
+}
+
+absl::StatusOr<Net> OpenNet(bool capture_logs) {
   Net net;
   absl::StatusOr<Loaded> l = LoadPlugin(PluginPath());
   if (!l.ok()) return l.status();
@@ -148,7 +176,11 @@ absl::StatusOr<Net> OpenNet() {
   net.api = l->v11;
   NT_REQUIRE(net.api != nullptr, "ncclNetPlugin_v11 missing");
   abi::CommConfig config{abi::kTrafficClassUndef};
-  NT_NCCL_OK(net.api->init(&net.ctx, 0x1234, &config, nullptr, nullptr));
+  const int rc =
+      net.api->init(&net.ctx, 0x1234, &config, capture_logs ? &CaptureLog : nullptr, nullptr);
+  std::string log;
+  for (const std::string& l : LoggedLines()) absl::StrAppend(&log, "\n", l);
+  NT_REQUIRE(rc == 0, "init returned ncclResult ", rc, log);
   NT_REQUIRE(net.ctx != nullptr, "init gave no context");
   return net;
 }

@@ -76,8 +76,8 @@ absl::Status Barrier(Board* b, absl::Duration timeout = absl::Seconds(30));
 absl::StatusOr<bool> AllAgree(Board* b, int me, bool mine,
                               absl::Duration timeout = absl::Seconds(30));
 
-// Runs in each forked rank before fn, after MIXNET_SOCKET_IFNAME and
-// MIXNET_TRANSPORT were cleared and before the rank loads the plugin: e.g. to
+// Runs in each forked rank before fn, after MIXNET_SOCKET_IFNAME was set to
+// lo and MIXNET_TRANSPORT cleared, and before the rank loads the plugin: e.g. to
 // enter the rank's network namespace and choose its interface. An error fails
 // that rank (fn is not run).
 using RankSetup = std::function<absl::Status(int rank)>;
@@ -94,7 +94,10 @@ struct Net {
   const abi::NetV11* api = nullptr;
   void* ctx = nullptr;
 };
-absl::StatusOr<Net> OpenNet();
+// `capture_logs`: the plugin logs through the harness's logger, as it would
+// through NCCL's; LoggedLines() returns what it logged (INFO and WARN).
+absl::StatusOr<Net> OpenNet(bool capture_logs = false);
+std::vector<std::string> LoggedLines();
 
 // Polls connect(send to handle) and accept(listen) from one thread until both
 // are up, as NCCL does. Either may be NULL to drive only one side.

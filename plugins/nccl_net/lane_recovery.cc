@@ -1,0 +1,263 @@
+// Failover of guarded lanes (see lane_recovery.h): PathMover's ACK, LOST and
+// RECOVER handling and the completion rules of guarded requests. Runs with
+// the comm's mutex held, on NCCL's proxy threads or the mover thread.
+#include "plugins/nccl_net/lane_recovery.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/nccl_net/path_mover.h"
+#include "plugins/nccl_net/result.h"
+
+namespace mixnet::nccl {
+namespace {
+
+std::string Who(const Comm& c) {
+  return absl::StrCat(c.is_send ? "send comm to " : "recv comm from ",
+                      c.peer_host.empty() ? std::string("peer") : c.peer_host);
+}
+
+// Live requests in posting order (so each tag's parts come in number order).
+std::vector<Request*> InOrder(const Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  std::vector<Request*> out(c.live.begin(), c.live.end());
+  std::sort(out.begin(), out.end(),
+            [](const Request* a, const Request* b) { return a->order < b->order; });
+  return out;
+}
+
+// A receive part that is over: it arrived, or it was refused as larger
+// than its buffer (the transport then goes on; NCCL gets the error).
+bool Arrived(const transport::Request& part) {
+  if (!part.Done()) return false;
+  const absl::Status s = part.status();
+  return s.ok() || absl::IsInvalidArgument(s);
+}
+
+}  // namespace
+
+void PathMover::KillGuarded(Comm& c) {
+  std::vector<Lane*> lanes;
+  auto add = [&](const std::shared_ptr<Lane>& l) {
+    if (l == nullptr || l == c.home || l->connection == nullptr) return;
+    if (std::find(lanes.begin(), lanes.end(), l.get()) == lanes.end()) lanes.push_back(l.get());
+  };
+  add(c.lane);
+  if (c.move != nullptr) {
+    if (c.move->dial != nullptr) c.move->dial->Cancel();
+    add(c.move->old);
+    add(c.move->next);
+  }
+  for (Request* r : c.live) {
+    for (int i = 0; i < r->n; ++i) add(r->lanes[i]);
+  }
+  // Destroying a connection waits for its progress thread: afterwards no
+  // late byte lands in a buffer, and its pending requests have failed.
+  for (Lane* l : lanes) l->connection.reset();
+  c.move.reset();
+  c.lane = c.home;
+  c.failover_due.clear();  // this is it
+  // No move back onto the dead path before the routing changes.
+  c.routed_generation = routing_generation_.load();
+}
+
+void PathMover::Failover(Comm& c, const std::string& why) {
+  if (c.lane_failed) return;
+  if (c.home == nullptr || c.home->connection == nullptr || !c.home->connection->health().ok()) {
+    LogWarn(absl::StrCat(Who(c), ": ", why, "; its home lane is down too, so the comm fails"));
+    c.lane_failed = true;
+    return;
+  }
+  if (!c.is_send) {
+    RecoverReceiver(c, c.recoveries + 1, why);
+    return;
+  }
+  if (c.recovering) return;
+  KillGuarded(c);
+  c.recovering = true;
+  c.recovering_since = absl::Now();
+  LogWarn(absl::StrCat(Who(c), ": ", why, "; failing over to ", c.home->path.Describe(),
+                       " (recovery ", c.recoveries + 1, ")"));
+  ControlMessage lost;
+  lost.type = ControlType::kLost;
+  lost.generation = c.recoveries + 1;
+  lost.reason = why;
+  Send(c, *c.home, lost);
+}
+
+void PathMover::RunDueFailover(Comm& c) {
+  if (c.failover_due.empty()) return;
+  const std::string why = std::move(c.failover_due);
+  c.failover_due.clear();
+  Failover(c, why);
+}
+
+void PathMover::RecoverReceiver(Comm& c, uint64_t generation, const std::string& why) {
+  KillGuarded(c);
+  ControlMessage rec;
+  rec.type = ControlType::kRecover;
+  rec.generation = generation;
+  rec.counts = c.posted;
+  uint64_t reposted = 0, bytes = 0;
+  for (Request* r : InOrder(c)) {
+    for (int i = 0; i < r->n; ++i) {
+      if (r->lanes[i] == c.home || Arrived(*r->parts[i])) continue;
+      absl::StatusOr<std::unique_ptr<transport::Request>> part =
+          c.home->connection->Irecv(r->data[i], r->sizes[i], r->tags[i]);
+      if (!part.ok()) {
+        LogWarn(absl::StrCat(Who(c), ": cannot re-post a receive on ", c.home->path.Describe(),
+                             ": ", part.status().ToString()));
+        c.lane_failed = true;
+        return;
+      }
+      --r->lanes[i]->outstanding;
+      r->lanes[i] = c.home;
+      ++c.home->outstanding;
+      r->parts[i] = *std::move(part);
+      rec.missing[r->tags[i]].push_back(r->seqs[i]);
+      ++reposted;
+      bytes += r->sizes[i];
+    }
+  }
+  c.recoveries = generation;
+  failovers_.fetch_add(1);
+  LogWarn(absl::StrCat(Who(c), ": ", why, "; failed over to ", c.home->path.Describe(),
+                       " (recovery ", generation, "): ", reposted, " receive part(s), ", bytes,
+                       " bytes, re-posted there"));
+  Send(c, *c.home, rec);
+}
+
+void PathMover::ResendFromRecover(Comm& c, const ControlMessage& m) {
+  if (!c.recovering) {  // the receiver noticed first
+    KillGuarded(c);
+    c.recovering = true;
+  }
+  uint64_t resent = 0, arrived = 0, bytes = 0;
+  for (Request* r : InOrder(c)) {
+    for (int i = 0; i < r->n; ++i) {
+      if (r->delivered[i] || r->lanes[i] == c.home) continue;
+      const uint32_t tag = r->tags[i];
+      const uint64_t seq = r->seqs[i];
+      auto end = m.counts.find(tag);
+      auto missing = m.missing.find(tag);
+      const bool listed = missing != m.missing.end() &&
+                          std::binary_search(missing->second.begin(), missing->second.end(), seq);
+      if (end != m.counts.end() && seq < end->second && !listed) {
+        r->delivered[i] = true;  // it arrived; only the ACK was lost with the lane
+        ++arrived;
+        continue;
+      }
+      absl::StatusOr<std::unique_ptr<transport::Request>> part =
+          c.home->connection->Isend(r->data[i], r->sizes[i], tag);
+      if (!part.ok()) {
+        LogWarn(absl::StrCat(Who(c), ": cannot re-send on ", c.home->path.Describe(), ": ",
+                             part.status().ToString()));
+        c.lane_failed = true;
+        return;
+      }
+      --r->lanes[i]->outstanding;
+      r->lanes[i] = c.home;
+      ++c.home->outstanding;
+      r->parts[i] = *std::move(part);
+      ++resent;
+      bytes += r->sizes[i];
+    }
+  }
+  c.recovering = false;
+  c.recoveries = m.generation;
+  failovers_.fetch_add(1);
+  parts_resent_.fetch_add(resent);
+  LogWarn(absl::StrCat(Who(c), ": failed over to ", c.home->path.Describe(), " (recovery ",
+                       m.generation, "): re-sent ", resent, " part(s), ", bytes, " bytes; ",
+                       arrived, " unacknowledged part(s) had arrived"));
+}
+
+void PathMover::HandleRecovery(Comm& c, const ControlMessage& m) {
+  switch (m.type) {
+    case ControlType::kAck:
+      if (!c.is_send) return;
+      for (const auto& [tag, n] : m.counts) c.acked[tag] = std::max(c.acked[tag], n);
+      return;
+    case ControlType::kLost:
+      if (c.is_send || m.generation != c.recoveries + 1) return;  // late or repeated
+      RecoverReceiver(c, m.generation, absl::StrCat("the sender lost a lane: ", m.reason));
+      return;
+    case ControlType::kRecover:
+      if (!c.is_send || m.generation != c.recoveries + 1) return;
+      ResendFromRecover(c, m);
+      return;
+    default:
+      return;
+  }
+}
+
+void PathMover::GuardedLaneEnded(Comm& c, Lane& lane, const absl::Status& st) {
+  // A lane being retired after a finished move may close under us.
+  const bool retiring = c.move != nullptr && c.move->old.get() == &lane &&
+                        (c.move->done_received || c.move->done_sent);
+  const bool in_use = &lane == c.lane.get() || lane.outstanding > 0 ||
+                      (c.move != nullptr && c.move->switched && c.move->old.get() == &lane);
+  if (retiring || !in_use) return;
+  Failover(c, absl::StrCat("lane ", lane.path.Describe(), " ended: ", st.ToString()));
+}
+
+void PathMover::MaybeSendAck(Comm& c) {
+  if (!c.ack_due || c.home == nullptr || c.home->connection == nullptr) return;
+  for (const ControlSend& s : c.home->control_sends) {
+    if (s.ack && !s.request->Done()) return;  // one in flight; this one follows
+  }
+  ControlMessage ack;
+  ack.type = ControlType::kAck;
+  ack.counts = c.final_prefix;
+  c.ack_due = false;
+  Send(c, *c.home, ack, /*ack=*/true);
+}
+
+void PathMover::NoteDone(Comm& c, const Request& r) {
+  for (int i = 0; i < r.n; ++i) {
+    const uint32_t tag = r.tags[i];
+    std::map<uint64_t, bool>& ahead = c.final_ahead[tag];
+    ahead[r.seqs[i]] = r.lanes[i] != c.home;
+    uint64_t& prefix = c.final_prefix[tag];
+    bool guarded = false;
+    for (auto it = ahead.begin(); it != ahead.end() && it->first == prefix; it = ahead.erase(it)) {
+      guarded |= it->second;
+      ++prefix;
+    }
+    if (ahead.empty()) c.final_ahead.erase(tag);
+    c.ack_due |= guarded;
+  }
+  MaybeSendAck(c);
+}
+
+bool PathMover::Complete(Comm& c, Request& r) {
+  Advance(c);  // ACKs, RECOVER / LOST, dead lanes
+  RunDueFailover(c);
+  if (!c.lane_failed) {
+    for (int i = 0; i < r.n; ++i) {
+      if (r.delivered[i] || r.lanes[i] == c.home || !r.parts[i]->Done()) continue;
+      if (c.is_send ? r.parts[i]->status().ok() : Arrived(*r.parts[i])) continue;
+      Failover(c, absl::StrCat("a ", c.is_send ? "send" : "receive", " on lane ",
+                               r.lanes[i]->path.Describe(),
+                               " failed: ", r.parts[i]->status().ToString()));
+      break;
+    }
+  }
+  for (int i = 0; i < r.n; ++i) {
+    if (r.delivered[i]) continue;
+    if (!r.parts[i]->Done()) return false;
+    // A failed comm reports its parts' errors; otherwise a guarded part
+    // waits for the failover or (a send) for the receiver's ACK.
+    if (c.lane_failed || r.lanes[i] == c.home) continue;
+    if (!c.is_send) {
+      if (!Arrived(*r.parts[i])) return false;
+      continue;
+    }
+    if (!r.parts[i]->status().ok()) return false;
+    auto acked = c.acked.find(r.tags[i]);
+    if (acked == c.acked.end() || acked->second <= r.seqs[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace mixnet::nccl

@@ -1,0 +1,229 @@
+// The request path of the NCCL plugin core (see plugin.h): memory
+// registration, isend/irecv mapped onto transport Isend/Irecv on the lane
+// the path mover picks, and test. Requests with parts on guarded lanes
+// complete through the failover rules (lane_recovery.h). Threads: NCCL's
+// proxy progress threads (a comm is used by one at a time); the mover thread
+// may hold the comm's mutex meanwhile.
+#include "absl/strings/str_cat.h"
+#include "plugins/nccl_net/plugin.h"
+#include "plugins/nccl_net/plugin_util.h"
+#include "runtime/common/status.h"
+
+namespace mixnet::nccl {
+namespace {
+
+// A comm whose lane failed (its peer died or closed, or a control message
+// could not be sent) takes no more requests: posting would otherwise wait
+// forever for a move that cannot finish.
+absl::Status LaneHealth(const Comm& comm, const char* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
+  if (!comm.lane_failed) return absl::OkStatus();
+  absl::Status h = comm.lane->connection->health();
+  return absl::UnavailableError(absl::StrCat(
+      call, ": the connection to ", comm.lane->connection->peer_name(), " over ",
+      comm.lane->path.Describe(), " failed", h.ok() ? std::string() : ": " + h.ToString()));
+}
+
+// Fills in what a failover needs to post part i again (lane_recovery.h);
+// before CountPosted, so the part's number is the tag's count so far.
+void Describe(const Comm& comm, Request& r, int i, void* data, size_t size, uint32_t tag)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
+  r.data[i] = data;
+  r.sizes[i] = size;
+  r.tags[i] = tag;
+  auto it = comm.posted.find(tag);
+  uint64_t seq = it == comm.posted.end() ? 0 : it->second;
+  for (int k = 0; k < i; ++k) seq += r.tags[k] == tag ? 1 : 0;
+  r.seqs[i] = seq;
+  r.guarded |= r.lanes[i] != comm.home;
+}
+
+// A guarded lane whose connection already failed: fail over instead of
+// posting there (the post would fail, or wait for nothing).
+bool DeadGuarded(const Comm& comm, const std::shared_ptr<Lane>& lane)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
+  return lane != comm.home && (lane->connection == nullptr || !lane->connection->health().ok());
+}
+
+std::string LaneName(const Lane& lane) {
+  return lane.connection != nullptr ? lane.connection->peer_name()
+                                    : absl::StrCat("lane ", lane.path.Describe(), " (closed)");
+}
+
+}  // namespace
+
+absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (!registry_.Contains(comm, Kind::kSend) && !registry_.Contains(comm, Kind::kRecv)) {
+    return NotLive("regMr", comm, "send or recv comm");
+  }
+  if (mhandle == nullptr) return NullOut("regMr", "mhandle");
+  *mhandle = nullptr;
+  if (type == nccl_abi::kPtrCuda) {
+    return absl::UnimplementedError(
+        "regMr: CUDA memory needs the verbs transport with GPUDirect RDMA, which this plugin "
+        "does not offer yet (ptrSupport is host memory only)");
+  }
+  if (type != nccl_abi::kPtrHost) {
+    return absl::InvalidArgumentError(absl::StrCat("regMr: unknown memory type ", type));
+  }
+  if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMr: NULL buffer");
+  auto* m = new MemHandle{comm, data, size, type};
+  registry_.Add(m, Kind::kMemory);
+  *mhandle = m;
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::DeregMr(void* comm, void* mhandle) {
+  if (!registry_.Remove(mhandle, Kind::kMemory))
+    return NotLive("deregMr", mhandle, "memory handle");
+  delete static_cast<MemHandle*>(mhandle);
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                           void** request) {
+  if (!registry_.Contains(send_comm, Kind::kSend)) return NotLive("isend", send_comm, "send comm");
+  if (request == nullptr) return NullOut("isend", "request");
+  *request = nullptr;
+  RETURN_IF_ERROR(CheckMemHandle(mhandle, "isend"));
+  if (data == nullptr && size != 0) return absl::InvalidArgumentError("isend: NULL buffer");
+  if (size > (size_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("isend: ", size, " bytes exceeds maxP2pBytes"));
+  }
+  auto* comm = static_cast<Comm*>(send_comm);
+  absl::MutexLock lock(&comm->mu);
+  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
+  const uint32_t wire_tag = static_cast<uint32_t>(tag);
+  RETURN_IF_ERROR(LaneHealth(*comm, "isend"));
+  std::shared_ptr<Lane> lane;
+  if (!LanesFor(*comm, &wire_tag, 1, &lane)) {
+    if (mover_ != nullptr) mover_->Advance(*comm);
+    return absl::OkStatus();  // moving to another lane: retry
+  }
+  if (mover_ != nullptr && DeadGuarded(*comm, lane)) {
+    mover_->Failover(*comm, absl::StrCat("isend: lane ", lane->path.Describe(), " is down"));
+    return absl::OkStatus();  // retry once the failover is through
+  }
+  auto r = std::make_unique<Request>();
+  r->comm = comm;
+  r->n = 1;
+  r->order = comm->next_order++;
+  r->lanes[0] = lane;
+  Describe(*comm, *r, 0, const_cast<void*>(data), size, wire_tag);
+  ASSIGN_OR_RETURN(r->parts[0], lane->connection->Isend(data, size, wire_tag));
+  CountPosted(*comm, &wire_tag, 1, &lane);
+  comm->sent_bytes += size;
+  comm->live.insert(r.get());
+  registry_.Add(r.get(), Kind::kRequest);
+  *request = r.release();
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* sizes,
+                           const int* tags, void** mhandles, void** request) {
+  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("irecv", recv_comm, "recv comm");
+  if (request == nullptr) return NullOut("irecv", "request");
+  *request = nullptr;  // it may hold NCCL's optional-completion marker
+  if (n < 1 || n > config_.max_recvs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("irecv: n = ", n, " outside 1..maxRecvs (", config_.max_recvs, ")"));
+  }
+  if (data == nullptr || sizes == nullptr || tags == nullptr) {
+    return absl::InvalidArgumentError("irecv: NULL data, sizes or tags array");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (mhandles != nullptr) RETURN_IF_ERROR(CheckMemHandle(mhandles[i], "irecv"));
+    if (data[i] == nullptr && sizes[i] != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("irecv: buffer ", i, " is NULL"));
+    }
+  }
+  auto* comm = static_cast<Comm*>(recv_comm);
+  absl::MutexLock lock(&comm->mu);
+  if (static_cast<int>(comm->live.size()) >= comm->max_requests) return absl::OkStatus();  // retry
+  std::array<uint32_t, kMaxRecvsLimit> wire_tags;
+  for (int i = 0; i < n; ++i) wire_tags[i] = static_cast<uint32_t>(tags[i]);
+  RETURN_IF_ERROR(LaneHealth(*comm, "irecv"));
+  auto r = std::make_unique<Request>();
+  if (!LanesFor(*comm, wire_tags.data(), n, r->lanes.data())) {
+    if (mover_ != nullptr) mover_->Advance(*comm);
+    return absl::OkStatus();  // moving to another lane: retry
+  }
+  for (int i = 0; i < n; ++i) {
+    if (mover_ != nullptr && DeadGuarded(*comm, r->lanes[i])) {
+      mover_->Failover(*comm,
+                       absl::StrCat("irecv: lane ", r->lanes[i]->path.Describe(), " is down"));
+      return absl::OkStatus();  // retry once the failover is through
+    }
+  }
+  r->comm = comm;
+  r->n = n;
+  r->order = comm->next_order++;
+  for (int i = 0; i < n; ++i) Describe(*comm, *r, i, data[i], sizes[i], wire_tags[i]);
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::unique_ptr<transport::Request>> part =
+        r->lanes[i]->connection->Irecv(data[i], sizes[i], wire_tags[i]);
+    if (!part.ok()) {
+      // The parts already posted stay counted, so the two ends' numbering
+      // still agrees; this request fails and so does the NCCL operation.
+      CountPosted(*comm, wire_tags.data(), i, r->lanes.data());
+      return part.status();
+    }
+    r->parts[i] = *std::move(part);
+  }
+  CountPosted(*comm, wire_tags.data(), n, r->lanes.data());
+  comm->live.insert(r.get());
+  registry_.Add(r.get(), Kind::kRequest);
+  *request = r.release();
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Iflush(void* recv_comm, int n, void** request) {
+  if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("iflush", recv_comm, "recv comm");
+  if (request == nullptr) return NullOut("iflush", "request");
+  *request = nullptr;  // host memory: nothing to flush
+  return absl::OkStatus();
+}
+
+absl::Status Plugin::Test(void* request, int* done, int* sizes) {
+  if (!registry_.Contains(request, Kind::kRequest)) return NotLive("test", request, "request");
+  if (done == nullptr) return NullOut("test", "done");
+  auto* r = static_cast<Request*>(request);
+  Comm* comm = r->comm;
+  *done = 0;
+  if (!r->guarded) {
+    // Only on the home lane: its parts are never touched by a failover, so
+    // they are checked without the comm's lock.
+    for (int i = 0; i < r->n; ++i) {
+      if (!r->parts[i]->Done()) return absl::OkStatus();
+    }
+  }
+  absl::Status status;
+  {
+    absl::MutexLock lock(&comm->mu);
+    if (r->guarded && (mover_ == nullptr || !mover_->Complete(*comm, *r))) return absl::OkStatus();
+    for (int i = 0; i < r->n; ++i) {
+      if (r->delivered[i]) {  // a send that arrived over a lane closed since
+        if (sizes != nullptr) sizes[i] = static_cast<int>(r->sizes[i]);
+        continue;
+      }
+      absl::Status s = r->parts[i]->status();
+      if (!s.ok() && status.ok()) {
+        // The transport's "message larger than the receive" is a size mismatch.
+        status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
+        status = Annotate(status, LaneName(*r->lanes[i]));
+      }
+      if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes());
+    }
+    comm->live.erase(r);
+    for (int i = 0; i < r->n; ++i) --r->lanes[i]->outstanding;
+    if (mover_ != nullptr) {
+      if (!comm->is_send) mover_->NoteDone(*comm, *r);
+      if (comm->move != nullptr) mover_->Advance(*comm);
+    }
+  }
+  registry_.Remove(r, Kind::kRequest);
+  delete r;
+  *done = 1;
+  return status;
+}
+
+}  // namespace mixnet::nccl
