@@ -309,8 +309,10 @@ PYBIND11_MODULE(_C, m) {
            py::arg("recv_counts"))
       .def("barrier", &PySession::Barrier)
       .def("record_trace",
-           [](PySession& s, const std::string& path) { ThrowIfError(s.get().RecordTrace(path)); })
-      .def("flush_trace", [](PySession& s) { ThrowIfError(s.get().FlushTrace()); })
+           [](PySession& s, const std::string& path) {
+             mixnet::python::ThrowIfError(s.get().RecordTrace(path));
+           })
+      .def("flush_trace", [](PySession& s) { mixnet::python::ThrowIfError(s.get().FlushTrace()); })
       .def("report_gate", &PySession::ReportGate, py::arg("layer"), py::arg("ids_ptr"),
            py::arg("is_int64"), py::arg("numel"), py::arg("k"), py::arg("num_experts"),
            py::arg("hidden"), py::arg("element_bytes"), py::arg("micro_batch"),

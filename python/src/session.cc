@@ -292,7 +292,8 @@ absl::Status Session::FlushTrace() {
   if (report.entries.empty()) return absl::OkStatus();
   *trace_ << report.ToJson() << "\n";
   trace_->flush();
-  if (!*trace_) return absl::DataLossError(absl::StrCat("trace file ", trace_path_, ": write failed"));
+  if (!*trace_)
+    return absl::DataLossError(absl::StrCat("trace file ", trace_path_, ": write failed"));
   return absl::OkStatus();
 }
 
