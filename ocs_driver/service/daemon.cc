@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   if (!tls && !options.allow_clients.empty()) {
     return absl::InvalidArgumentError("--allow-client needs TLS (--tls-cert ...)");
   }
+  RETURN_IF_ERROR(ClientAllowList::Create(options.allow_clients).status());
   RETURN_IF_ERROR(CheckListenAddress(options.listen, tls, options.insecure_listen_any));
   if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");

@@ -78,6 +78,7 @@ struct OcsService::Subscriber {
 absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<OcsBackend> backend,
                                                                StateStore store,
                                                                ServiceOptions options) {
+  ASSIGN_OR_RETURN(ClientAllowList allow_list, ClientAllowList::Create(options.allow_clients));
   ASSIGN_OR_RETURN(BackendInfo info, backend->Info());
   if (info.ports < 2) {
     return absl::FailedPreconditionError(
@@ -104,9 +105,11 @@ absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<O
         "it is until the next ApplyCrossConnects",
         Describe(actual), Describe(state.desired));
   }
-  return std::unique_ptr<OcsService>(new OcsService(std::move(backend), std::move(store),
-                                                    std::move(options), std::move(info),
-                                                    std::move(state), std::move(actual)));
+  auto service = std::unique_ptr<OcsService>(new OcsService(std::move(backend), std::move(store),
+                                                            std::move(options), std::move(info),
+                                                            std::move(state), std::move(actual)));
+  service->allow_list_ = std::move(allow_list);
+  return service;
 }
 
 OcsService::OcsService(std::unique_ptr<OcsBackend> backend, StateStore store,
@@ -185,26 +188,24 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
 }
 
 grpc::Status OcsService::CheckApplyAllowed(grpc::ServerContext* context) const {
-  if (!options_.tls || options_.allow_clients.empty()) return grpc::Status::OK;
+  if (!options_.tls || allow_list_.empty()) return grpc::Status::OK;
   auto auth = context->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "client not authenticated");
   }
-  std::vector<std::string> names;
-  for (const char* prop : {GRPC_X509_SUBJECT_PROPERTY_NAME, GRPC_X509_CN_PROPERTY_NAME}) {
-    for (const grpc::string_ref& v : auth->FindPropertyValues(prop)) {
-      names.emplace_back(v.data(), v.size());
-    }
+  std::string subject;
+  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+    subject.assign(v.data(), v.size());
   }
-  for (const std::string& n : names) {
-    if (std::find(options_.allow_clients.begin(), options_.allow_clients.end(), n) !=
-        options_.allow_clients.end()) {
-      return grpc::Status::OK;
-    }
+  std::vector<std::string> common_names;
+  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    common_names.emplace_back(v.data(), v.size());
   }
+  if (allow_list_.Allows(subject, common_names)) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      absl::StrCat("client certificate [", absl::StrJoin(names, "; "),
-                                   "] is not allowed to change the switch (--allow-client)"));
+                      absl::StrCat("client certificate (subject '", subject, "', CN '",
+                                   absl::StrJoin(common_names, "', '"),
+                                   "') is not allowed to change the switch (--allow-client)"));
 }
 
 grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,

@@ -15,7 +15,8 @@
 //   - Watch streams a snapshot and then one CHANGE per applied request; the
 //     stream ends when the client cancels or Shutdown() is called;
 //   - with TLS and an allow list, only the listed client certificate
-//     subjects / common names may call ApplyCrossConnects.
+//     subjects / common names may call ApplyCrossConnects (matched as
+//     client_identity.h says: a subject's attributes in any order).
 // Waits for the device honour the call's deadline and cancellation.
 //
 // Threading: handlers run on gRPC's sync-server threads concurrently; state is
@@ -36,13 +37,14 @@
 #include "absl/time/time.h"
 #include "mixnet/ocs/v1/ocs_driver.grpc.pb.h"
 #include "ocs_driver/backend.h"
+#include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/state_store.h"
 
 namespace mixnet::ocs {
 
 struct ServiceOptions {
-  bool tls = false;                                   // peers authenticated by client certificates
-  std::vector<std::string> allow_clients;             // subjects / CNs that may Apply (empty: all)
+  bool tls = false;                        // peers authenticated by client certificates
+  std::vector<std::string> allow_clients;  // subjects / CNs that may Apply (client_identity.h)
   absl::Duration max_device_wait = absl::Minutes(2);  // cap on waiting for the device
 };
 
@@ -105,6 +107,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   const StateStore store_;
   const ServiceOptions options_;
   const BackendInfo info_;
+  ClientAllowList allow_list_;  // set once in Create
 
   std::atomic<int> in_flight_{0};
   absl::Mutex mu_;
