@@ -5,9 +5,14 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "ocs_driver/service/request_validation.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::ocs {
+
+static_assert(control::kMaxFencingEpoch == kMaxEpoch,
+              "the controller's epoch limit must be the daemon's");
+
 namespace {
 
 absl::Duration Left(absl::Time deadline) {

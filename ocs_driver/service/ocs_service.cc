@@ -88,6 +88,13 @@ absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<O
   std::sort(actual.begin(), actual.end());
   ASSIGN_OR_RETURN(std::optional<PersistedState> saved, store.Load());
   PersistedState state;
+  if (saved.has_value() && saved->epoch > kMaxEpoch) {
+    // Left by a daemon that took any epoch: every epoch would be fenced.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state ", store.path(), " holds epoch ", saved->epoch, ", above the maximum ", kMaxEpoch,
+        " (2^53-1) that this daemon accepts, so every controller would be fenced for good; "
+        "remove that file to start afresh (the circuits on the switch are kept and adopted)"));
+  }
   if (saved.has_value()) {
     state = *saved;
     log::Info("state {}: epoch {} version {}, {} desired circuits", store.path(), state.epoch,

@@ -66,6 +66,16 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
                    planner::ClusterPlanner::Create(options.spec, Alpha(options.spec)));
   ASSIGN_OR_RETURN(EpochStore store, EpochStore::Open(options.state_dir));
   ASSIGN_OR_RETURN(const uint64_t persisted, store.Load());
+  // The next epoch must stay within what the switches accept (no wrap to 0).
+  auto too_high = [](uint64_t epoch, const std::string& where, const std::string& fix) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " holds epoch ", epoch, ": the next epoch would exceed the maximum fencing epoch ",
+        kMaxFencingEpoch, " (2^53-1), so this controller cannot fence it; ", fix));
+  };
+  if (persisted >= kMaxFencingEpoch) {
+    return too_high(persisted, absl::StrCat("the controller state dir ", options.state_dir),
+                    "remove its controller_epoch.json once no switch holds such an epoch");
+  }
 
   // What the switches hold now is the committed topology.
   uint64_t highest = persisted;
@@ -74,6 +84,12 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
     absl::StatusOr<SwitchCircuits> sw = driver->GetCircuits(absl::Now() + options.switch_timeout);
     if (!sw.ok()) {
       return Annotate(sw.status(), absl::StrCat("OCS switch ", name, " at ", driver->target()));
+    }
+    if (sw->highest_epoch >= kMaxFencingEpoch) {
+      return too_high(sw->highest_epoch,
+                      absl::StrCat("OCS switch ", name, " at ", driver->target()),
+                      "reset that mixnet-ocsd's state (remove state.json in its --state-dir; the "
+                      "circuits stay on the switch)");
     }
     highest = std::max(highest, sw->highest_epoch);
     for (const PortPair& p : sw->circuits) {

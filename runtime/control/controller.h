@@ -65,7 +65,9 @@ class Controller {
   // epoch), persists epoch max(persisted, switches) + 1 and starts the
   // planner thread. InvalidArgument for a bad spec / options (a switch
   // without a driver, a driver for no switch, circuits the spec does not
-  // allow); the switch's or the store's error otherwise.
+  // allow); FailedPrecondition naming the source when the persisted or a
+  // switch's epoch leaves no next epoch within kMaxFencingEpoch; the
+  // switch's or the store's error otherwise.
   static absl::StatusOr<std::unique_ptr<Controller>> Start(ControllerOptions options);
   ~Controller();  // Shutdown()
   Controller(const Controller&) = delete;

@@ -19,6 +19,12 @@
 
 namespace mixnet::control {
 
+// Highest fencing epoch a switch accepts (mixnet-ocsd refuses anything
+// above it, see ocs_driver/service/request_validation.h kMaxEpoch: 2^53 - 1,
+// exact in every JSON reader). A controller whose next epoch would exceed
+// it refuses to start instead of wrapping to 0.
+inline constexpr uint64_t kMaxFencingEpoch = (uint64_t{1} << 53) - 1;
+
 // A duplex circuit between two 1-based ports of one switch (a < b).
 using PortPair = std::pair<int, int>;
 

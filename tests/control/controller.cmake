@@ -22,3 +22,8 @@ if(TARGET mixnet_control_worker)
     LABELS cpu
     TIMEOUT 120)
 endif()
+mixnet_add_test(NAME controller_limits_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_limits_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)

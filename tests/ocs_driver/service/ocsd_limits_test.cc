@@ -1,0 +1,72 @@
+// mixnet-ocsd's limits as a real process (sim backend): the epoch maximum
+// (2^53 - 1, in requests and in a saved state). Label cpu. Test thread.
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/ocs_driver/daemon_process.h"
+#include "tests/ocs_driver/service/ocsd_test_util.h"
+
+namespace mixnet::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+constexpr uint64_t kTwoTo53Minus1 = 9007199254740991ull;  // the documented maximum
+
+std::unique_ptr<DaemonProcess> StartDaemon(std::vector<std::string> args,
+                                           DaemonProcess::Options options = {}) {
+  args.insert(args.end(), {"--listen", "127.0.0.1:0", "--switch-ms", "0"});
+  auto d = DaemonProcess::Start(args, options);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? std::move(*d) : nullptr;
+}
+
+// A client's -1 (2^64 - 1) used to be accepted and fenced every later epoch.
+TEST(OcsdLimitsTest, EpochAboveTheMaximumIsRefusedAndFencesNothing) {
+  auto d = StartDaemon({"--ports", "8"});
+  ASSERT_NE(d, nullptr);
+  auto stub = StubFor(d->address());
+  for (uint64_t epoch : std::vector<uint64_t>{~0ull, kTwoTo53Minus1 + 1, 1ull << 63}) {
+    ApplyOutcome r = Apply(*stub, Req(epoch, 1, {{1, 2}}));
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << epoch;
+    EXPECT_THAT(r.status.error_message(), HasSubstr("exceeds the maximum 9007199254740991"));
+  }
+  EXPECT_EQ(Info(*stub).highest_epoch(), 0u);
+  ApplyOutcome r = Apply(*stub, Req(1, 1, {{1, 2}}));
+  EXPECT_TRUE(r.status.ok()) << "epoch 1 fenced after a refused epoch: "
+                             << r.status.error_message();
+
+  // The maximum itself is an ordinary epoch.
+  r = Apply(*stub, Req(kTwoTo53Minus1, 1, {{3, 4}}));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(Info(*stub).highest_epoch(), kTwoTo53Minus1);
+  EXPECT_THAT(PairsOf(Get(*stub).actual()), ElementsAre(Pair(3, 4)));
+}
+
+// A state file left with an epoch above the maximum (by a daemon without the
+// check) stops the start with the way out, instead of fencing forever.
+TEST(OcsdLimitsTest, SavedEpochAboveTheMaximumStopsTheStart) {
+  TempDir state;
+  std::ofstream(state.path() + "/state.json")
+      << R"({"epoch": 18446744073709551615, "config_version": 1, "controller_id": "x",)"
+      << R"( "desired": [[1, 2]]})";
+  auto d = DaemonProcess::Start({"--ports", "8", "--listen", "127.0.0.1:0"},
+                                {.state_dir = state.path()});
+  ASSERT_FALSE(d.ok()) << "started with epoch 2^64-1 at " << (*d)->address();
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("above the maximum 9007199254740991"));
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("state.json"));
+
+  std::ofstream(state.path() + "/state.json")
+      << R"({"epoch": 9007199254740991, "config_version": 1, "controller_id": "x",)"
+      << R"( "desired": [[1, 2]]})";
+  auto ok = StartDaemon({"--ports", "8"}, {.state_dir = state.path()});
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(Info(*StubFor(ok->address())).highest_epoch(), kTwoTo53Minus1);
+}
+
+}  // namespace
+}  // namespace mixnet::testing
