@@ -28,6 +28,15 @@ std::vector<control::PortPair> Pairs(
   return out;
 }
 
+control::SwitchApplyTiming TimingOf(const v1::GetInfoResponse& info) {
+  control::SwitchApplyTiming t;
+  t.samples = info.apply_samples();
+  t.median = absl::Microseconds(static_cast<int64_t>(info.apply_median_us()));
+  t.p90 = absl::Microseconds(static_cast<int64_t>(info.apply_p90_us()));
+  t.max = absl::Microseconds(static_cast<int64_t>(info.apply_max_us()));
+  return t;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OcsSwitchDriver>> OcsSwitchDriver::Create(
@@ -44,7 +53,13 @@ absl::StatusOr<control::SwitchCircuits> OcsSwitchDriver::GetCircuits(absl::Time 
   out.circuits = Pairs(cc.actual());
   out.highest_epoch = std::max(info.highest_epoch(), cc.epoch());
   out.config_version = cc.config_version();
+  out.apply_timing = TimingOf(info);
   return out;
+}
+
+absl::StatusOr<control::SwitchApplyTiming> OcsSwitchDriver::GetApplyTiming(absl::Time deadline) {
+  ASSIGN_OR_RETURN(v1::GetInfoResponse info, client_->GetInfo(Left(deadline)));
+  return TimingOf(info);
 }
 
 absl::StatusOr<control::SwitchApplyResult> OcsSwitchDriver::Apply(

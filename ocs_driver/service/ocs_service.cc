@@ -172,6 +172,11 @@ grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfo
   absl::MutexLock lock(&mu_);
   response->set_highest_epoch(state_.epoch);
   response->set_config_version(state_.config_version);
+  const ApplyTimeStats times = apply_times_.Stats();
+  response->set_apply_samples(times.samples);
+  response->set_apply_median_us(static_cast<uint64_t>(absl::ToInt64Microseconds(times.median)));
+  response->set_apply_p90_us(static_cast<uint64_t>(absl::ToInt64Microseconds(times.p90)));
+  response->set_apply_max_us(static_cast<uint64_t>(absl::ToInt64Microseconds(times.max)));
   return grpc::Status::OK;
 }
 
@@ -229,7 +234,12 @@ grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
     status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "call cancelled or past its deadline before the switch was free");
   } else {
+    const absl::Time start = absl::Now();
     status = ApplyLocked(*request, *desired, response);
+    if (status.ok() && !response->noop()) {
+      absl::MutexLock lock(&mu_);
+      apply_times_.Add(absl::Now() - start);
+    }
   }
   ReleaseDevice();
   const std::string who =

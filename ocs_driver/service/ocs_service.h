@@ -12,6 +12,7 @@
 //   - on a partial failure the RPC fails with the backend's code and its
 //     binary error details hold a google.rpc.Status whose details[0] is the
 //     ApplyCrossConnectsResponse (a result per circuit, the state read back);
+//   - GetInfo reports how long recent Applies took (apply_timing.h);
 //   - Watch streams a snapshot and then one CHANGE per applied request; the
 //     stream ends when the client cancels or Shutdown() is called;
 //   - with TLS and an allow list, only the listed client certificate
@@ -37,6 +38,7 @@
 #include "absl/time/time.h"
 #include "mixnet/ocs/v1/ocs_driver.grpc.pb.h"
 #include "ocs_driver/backend.h"
+#include "ocs_driver/service/apply_timing.h"
 #include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/state_store.h"
 
@@ -116,6 +118,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   PersistedState state_ ABSL_GUARDED_BY(mu_);
   std::vector<Circuit> actual_ ABSL_GUARDED_BY(mu_);  // last read from the device
   std::set<Subscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
+  ApplyTimeWindow apply_times_ ABSL_GUARDED_BY(mu_);  // Applies that changed the switch
 };
 
 }  // namespace mixnet::ocs

@@ -27,3 +27,8 @@ mixnet_add_test(NAME controller_limits_test
   LIBS ${_ctl_test_libs}
   LABELS cpu
   TIMEOUT 120)
+mixnet_add_test(NAME controller_switch_time_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_switch_time_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)

@@ -1,5 +1,7 @@
 // mixnet-ocsd's limits as a real process (sim backend): the epoch maximum
-// (2^53 - 1, in requests and in a saved state). Label cpu. Test thread.
+// (2^53 - 1, in requests and in a saved state) and the measured Apply time
+// in GetInfo. Label cpu. Test thread.
+#include <algorithm>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +21,10 @@ constexpr uint64_t kTwoTo53Minus1 = 9007199254740991ull;  // the documented maxi
 
 std::unique_ptr<DaemonProcess> StartDaemon(std::vector<std::string> args,
                                            DaemonProcess::Options options = {}) {
-  args.insert(args.end(), {"--listen", "127.0.0.1:0", "--switch-ms", "0"});
+  if (std::find(args.begin(), args.end(), "--switch-ms") == args.end()) {
+    args.insert(args.end(), {"--switch-ms", "0"});
+  }
+  args.insert(args.end(), {"--listen", "127.0.0.1:0"});
   auto d = DaemonProcess::Start(args, options);
   EXPECT_TRUE(d.ok()) << d.status();
   return d.ok() ? std::move(*d) : nullptr;
@@ -66,6 +71,42 @@ TEST(OcsdLimitsTest, SavedEpochAboveTheMaximumStopsTheStart) {
   auto ok = StartDaemon({"--ports", "8"}, {.state_dir = state.path()});
   ASSERT_NE(ok, nullptr);
   EXPECT_EQ(Info(*StubFor(ok->address())).highest_epoch(), kTwoTo53Minus1);
+}
+
+// The sim sleeps --switch-ms once per change, so every Apply that changes the
+// switch takes at least 40 ms, and no longer than the client saw it take.
+TEST(OcsdLimitsTest, GetInfoReportsTheMeasuredApplyTime) {
+  auto d = StartDaemon({"--ports", "8", "--switch-ms", "40"});
+  ASSERT_NE(d, nullptr);
+  auto stub = StubFor(d->address());
+  v1::GetInfoResponse info = Info(*stub);
+  EXPECT_EQ(info.apply_samples(), 0u);
+  EXPECT_EQ(info.apply_median_us(), 0u);
+  EXPECT_EQ(info.apply_max_us(), 0u);
+
+  absl::Duration client_max = absl::ZeroDuration();
+  const std::vector<Pairs> sets = {{{1, 2}}, {{3, 4}}, {{1, 2}, {5, 6}}};
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const absl::Time start = absl::Now();
+    ApplyOutcome r = Apply(*stub, Req(1, i + 1, sets[i]));
+    client_max = std::max(client_max, absl::Now() - start);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  info = Info(*stub);
+  EXPECT_EQ(info.apply_samples(), 3u);
+  EXPECT_GE(info.apply_median_us(), 40000u);
+  EXPECT_GE(info.apply_p90_us(), info.apply_median_us());
+  EXPECT_GE(info.apply_max_us(), info.apply_p90_us());
+  EXPECT_LE(info.apply_max_us(), static_cast<uint64_t>(absl::ToInt64Microseconds(client_max)));
+
+  // Not counted: a no-op, a new version with the same circuits, a refused
+  // request, a stale epoch.
+  EXPECT_TRUE(Apply(*stub, Req(1, 3, sets[2])).response.noop());
+  EXPECT_TRUE(Apply(*stub, Req(1, 4, sets[2])).response.noop());
+  EXPECT_FALSE(Apply(*stub, Req(1, 5, {{1, 1}})).status.ok());
+  EXPECT_TRUE(Apply(*stub, Req(2, 1, {})).status.ok());  // counted: 4 samples
+  EXPECT_FALSE(Apply(*stub, Req(1, 9, {{7, 8}})).status.ok());
+  EXPECT_EQ(Info(*stub).apply_samples(), 4u);
 }
 
 }  // namespace

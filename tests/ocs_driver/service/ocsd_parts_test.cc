@@ -1,13 +1,15 @@
 // The pieces of mixnet-ocsd on their own, in process: the sim backend (fault
 // injection, hardware file), the state store (round trip, corruption, the
 // directory lock), request validation, the listen-address policy and the
-// --allow-client list (distinguished names in any order).
+// --allow-client list (distinguished names in any order) and the Apply
+// time window.
 // Label cpu. Test thread only.
 #include <fstream>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ocs_driver/service/apply_timing.h"
 #include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/daemon.h"
 #include "ocs_driver/service/request_validation.h"
@@ -173,6 +175,37 @@ TEST(ClientAllowListTest, MalformedEntriesAreRefused) {
       EXPECT_THAT(std::string(list.status().message()), HasSubstr("--allow-client"));
     }
   }
+}
+
+// Nearest rank by hand: the ceil(p * n)-th smallest.
+TEST(ApplyTimeWindowTest, MedianP90MaxOverTheLatestSamples) {
+  auto ms = [](int v) { return absl::Milliseconds(v); };
+  ApplyTimeWindow w;
+  EXPECT_EQ(w.Stats().samples, 0u);
+  EXPECT_EQ(w.Stats().max, absl::ZeroDuration());
+  for (int v : {5, 1, 4, 2, 3}) w.Add(ms(v));
+  ApplyTimeStats s = w.Stats();
+  EXPECT_EQ(s.samples, 5u);
+  EXPECT_EQ(s.median, ms(3));  // ceil(2.5) = 3rd
+  EXPECT_EQ(s.p90, ms(5));     // ceil(4.5) = 5th
+  EXPECT_EQ(s.max, ms(5));
+
+  ApplyTimeWindow even;
+  for (int v : {4, 1, 3, 2}) even.Add(ms(v));
+  EXPECT_EQ(even.Stats().median, ms(2));  // ceil(2) = 2nd: the lower middle
+  EXPECT_EQ(even.Stats().p90, ms(4));     // ceil(3.6) = 4th
+
+  // 40 samples 1..40 ms: the window keeps the latest 32, 9..40.
+  ApplyTimeWindow full;
+  for (int v = 1; v <= 40; ++v) full.Add(ms(v));
+  s = full.Stats();
+  EXPECT_EQ(s.samples, 32u);
+  EXPECT_EQ(s.median, ms(24));  // 16th of 9..40
+  EXPECT_EQ(s.p90, ms(37));     // ceil(28.8) = 29th
+  EXPECT_EQ(s.max, ms(40));
+  full.Add(ms(1));                         // 9 falls out, 1 comes in
+  EXPECT_EQ(full.Stats().median, ms(24));  // 16th of {1, 10..40}
+  EXPECT_EQ(full.Stats().p90, ms(37));
 }
 
 }  // namespace
