@@ -7,6 +7,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "runtime/common/log.h"
@@ -14,6 +16,8 @@
 
 namespace mixnet::control {
 namespace {
+
+constexpr char kServiceName[] = "mixnet.control.v1.Controller";
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -132,6 +136,10 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   std::unique_ptr<ControllerServer> s(new ControllerServer());
   s->controller_ = std::move(controller);
   s->service_ = std::make_unique<ControllerService>(s->controller_.get());
+  // Standard probes and tools: grpc.health.v1.Health ("" and the service)
+  // and server reflection (grpcurl list / describe).
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
@@ -149,6 +157,10 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   } else {
     s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port);
   }
+  if (grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kServiceName, true);
+  }
   log::Info("mixnet-controller {}: listening on {}", s->controller_->id(), s->address_);
   if (!options.ready_file.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(options.ready_file, s->address_ + "\n"));
@@ -162,6 +174,11 @@ ControllerServer::~ControllerServer() { Shutdown(absl::Seconds(1)); }
 void ControllerServer::Shutdown(absl::Duration grace) {
   if (stopped_) return;
   stopped_ = true;
+  if (server_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->Shutdown();  // NOT_SERVING from now on
+    }
+  }
   controller_->Shutdown();
   if (server_ == nullptr) return;  // never listened
   service_->CancelStreams();

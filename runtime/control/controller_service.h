@@ -1,7 +1,10 @@
 // The mixnet.control.v1.Controller gRPC service over a Controller
 // (controller.h), and ControllerServer: the service behind a gRPC server
 // listening on host:port (port 0: ephemeral) or unix:/path, plaintext (keep
-// it on loopback, a unix socket or a trusted control network). Once serving,
+// it on loopback, a unix socket or a trusted control network), with the
+// standard health service (grpc.health.v1: "" and
+// mixnet.control.v1.Controller, NOT_SERVING once shutting down) and server
+// reflection. Once serving,
 // the actual address is written atomically to ready_file when one is given;
 // the file is removed at clean shutdown.
 //

@@ -32,3 +32,11 @@ mixnet_add_test(NAME controller_switch_time_test
   LIBS ${_ctl_test_libs}
   LABELS cpu
   TIMEOUT 120)
+mixnet_add_test(NAME controller_probe_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_probe_test.cc
+  LIBS ${_ctl_test_libs} mixnet_proto_grpc_health
+  LABELS cpu
+  TIMEOUT 120)
+target_compile_definitions(controller_probe_test PRIVATE
+  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+add_dependencies(controller_probe_test mixnet-controller)
