@@ -15,6 +15,7 @@
 #include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "ocs_driver/service/request_validation.h"
+#include "runtime/common/grpc_server_limits.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 
@@ -161,6 +162,7 @@ void OcsService::ReleaseDevice() {
 grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                                  v1::GetInfoResponse* response) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   response->set_vendor(info_.vendor);
   response->set_model(info_.model);
   response->set_serial(info_.serial);
@@ -184,6 +186,7 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
                                           const v1::GetCrossConnectsRequest* request,
                                           v1::GetCrossConnectsResponse* response) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   if (absl::Status s = AcquireDevice(context); !s.ok()) return ToGrpc(s);
   absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
   ReleaseDevice();
@@ -224,6 +227,7 @@ grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
                                             const v1::ApplyCrossConnectsRequest* request,
                                             v1::ApplyCrossConnectsResponse* response) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   if (grpc::Status s = CheckApplyAllowed(context); !s.ok()) return s;
   absl::StatusOr<std::vector<Circuit>> desired = ValidateApplyRequest(*request, info_.ports);
   if (!desired.ok()) return ToGrpc(desired.status());
@@ -400,6 +404,7 @@ void OcsService::Publish(v1::WatchEvent event) {
 grpc::Status OcsService::Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                                grpc::ServerWriter<v1::WatchEvent>* writer) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   Subscriber sub;
   {
     absl::MutexLock lock(&mu_);

@@ -11,6 +11,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "runtime/common/grpc_server_limits.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 
@@ -51,9 +52,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 
 }  // namespace
 
-grpc::Status ControllerService::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+grpc::Status ControllerService::Register(grpc::ServerContext* context,
+                                         const v1::RegisterRequest* request,
                                          v1::RegisterResponse* response) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   absl::StatusOr<v1::RegisterResponse> r = c_->Register(*request);
   if (!r.ok()) return ToGrpc(r.status());
   *response = std::move(*r);
@@ -70,6 +73,7 @@ grpc::Status ControllerService::ReportTraffic(grpc::ServerContext* context,
                                               grpc::ServerReader<v1::TrafficReport>* reader,
                                               v1::ReportTrafficResponse* response) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_)
@@ -98,6 +102,7 @@ grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,
                                               const v1::WatchTopologyRequest* request,
                                               grpc::ServerWriter<v1::TopologyEvent>* writer) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<Controller::Watch>> w = c_->StartWatch(request->worker_id());
   if (!w.ok()) return ToGrpc(w.status());
   v1::TopologyEvent ev;
@@ -111,16 +116,18 @@ grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ControllerService::AckTopology(grpc::ServerContext*,
+grpc::Status ControllerService::AckTopology(grpc::ServerContext* context,
                                             const v1::AckTopologyRequest* request,
                                             v1::AckTopologyResponse*) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   return ToGrpc(c_->Ack(*request));
 }
 
-grpc::Status ControllerService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+grpc::Status ControllerService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                           v1::ControllerStatus* response) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   *response = c_->GetStatus();
   return grpc::Status::OK;
 }
@@ -141,6 +148,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  ApplyServerLimits(builder);  // metadata limit, malformed bodies (grpc_server_limits.h)
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(s->service_.get());

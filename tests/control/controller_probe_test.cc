@@ -1,9 +1,9 @@
 // The mixnet-controller binary to standard tools (label cpu): grpc.health.v1
-// (SERVING for "" and mixnet.control.v1.Controller, NOT_FOUND for others)
-// and server reflection listing the service. The controller runs as its own
-// process (this test process serves health for its in-process sim switch,
-// which must not stand in for the controller's), on a unix socket. Test
-// thread.
+// (SERVING for "" and mixnet.control.v1.Controller, NOT_FOUND for others),
+// server reflection listing the service, request metadata over the limit
+// failing that call alone, and a malformed body answered INVALID_ARGUMENT. The controller runs as
+// its own process (this test process serves health for its in-process sim switch, which must not
+// stand in for the controller's), on a unix socket. Test thread.
 #include <fstream>
 
 #include "gmock/gmock.h"
@@ -60,6 +60,50 @@ TEST_F(ControllerProbeTest, ServerReflectionListsTheService) {
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_THAT(*reply, HasSubstr("mixnet.control.v1.Controller"));
   EXPECT_THAT(*reply, HasSubstr("grpc.health.v1.Health"));
+}
+
+// One call with oversized metadata used to end the connection, and with it a
+// worker's WatchTopology stream on the same channel.
+TEST_F(ControllerProbeTest, OversizedMetadataFailsOnlyItsCall) {
+  FakeWorker w(channel_, "h0/w", "h0");
+  ASSERT_TRUE(w.Register().ok());
+  w.StartWatch();
+  ASSERT_TRUE(w.Next().has_value());  // SNAPSHOT
+  auto stub = cv1::Controller::NewStub(channel_);
+  for (int kib : {17, 64}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ProbeDeadline());
+    ctx.AddMetadata("x-big", std::string(kib * 1024, 'a'));
+    cv1::ControllerStatus st;
+    grpc::Status s = stub->GetStatus(&ctx, cv1::GetStatusRequest(), &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << kib << " KiB";
+    EXPECT_THAT(s.error_message(), HasSubstr("exceeds the limit of 16384 bytes"));
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ProbeDeadline());
+    ctx.AddMetadata("x-token", std::string(12 * 1024, 'a'));  // within the limit
+    cv1::ControllerStatus st;
+    EXPECT_TRUE(stub->GetStatus(&ctx, cv1::GetStatusRequest(), &st).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(w.ended()) << "the watch stream on the same connection ended";
+  EXPECT_EQ(Status(*stub).regions(0).registered_workers_size(), 1);
+}
+
+TEST_F(ControllerProbeTest, MalformedBodyIsInvalidArgument) {
+  for (const auto& [method, type] : std::vector<std::pair<std::string, std::string>>{
+           {"/mixnet.control.v1.Controller/Register", "mixnet.control.v1.RegisterRequest"},
+           {"/mixnet.control.v1.Controller/AckTopology", "mixnet.control.v1.AckTopologyRequest"},
+           {"/mixnet.control.v1.Controller/WatchTopology",
+            "mixnet.control.v1.WatchTopologyRequest"}}) {
+    grpc::Status s = RawUnaryCall(channel_, method,
+                                  std::string("\x0a\x05"
+                                              "ab"));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << s.error_code() << " " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(type));
+  }
 }
 
 }  // namespace

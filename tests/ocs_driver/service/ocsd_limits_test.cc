@@ -1,12 +1,14 @@
 // mixnet-ocsd's limits as a real process (sim backend): the epoch maximum
-// (2^53 - 1, in requests and in a saved state) and the measured Apply time
-// in GetInfo. Label cpu. Test thread.
+// (2^53 - 1, in requests and in a saved state), the measured Apply time in
+// GetInfo, request metadata over the limit failing that call alone, and a
+// malformed request body answered INVALID_ARGUMENT. Label cpu. Test thread.
 #include <algorithm>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/grpc_probe.h"
 #include "tests/ocs_driver/daemon_process.h"
 #include "tests/ocs_driver/service/ocsd_test_util.h"
 
@@ -107,6 +109,92 @@ TEST(OcsdLimitsTest, GetInfoReportsTheMeasuredApplyTime) {
   EXPECT_TRUE(Apply(*stub, Req(2, 1, {})).status.ok());  // counted: 4 samples
   EXPECT_FALSE(Apply(*stub, Req(1, 9, {{7, 8}})).status.ok());
   EXPECT_EQ(Info(*stub).apply_samples(), 4u);
+}
+
+// gRPC 1.51 with its default 8 KiB limit ended the whole connection, a
+// Watch on it included, for one call with 9 KiB of metadata. Now a call
+// above 16 KiB fails alone with RESOURCE_EXHAUSTED and changes nothing.
+TEST(OcsdLimitsTest, OversizedMetadataFailsOnlyItsCall) {
+  auto d = StartDaemon({"--ports", "8"});
+  ASSERT_NE(d, nullptr);
+  auto channel = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::OcsDriver::NewStub(channel);
+  grpc::ClientContext watch_ctx;
+  SetDeadline(watch_ctx, 30000);
+  auto reader = stub->Watch(&watch_ctx, {});
+  v1::WatchEvent e;
+  ASSERT_TRUE(reader->Read(&e));
+  ASSERT_EQ(e.kind(), v1::WatchEvent::SNAPSHOT);
+
+  // 12 KiB: above gRPC's default, within the documented 16 KiB.
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 5000);
+    ctx.AddMetadata("x-token", std::string(12 * 1024, 'a'));
+    v1::GetInfoResponse info;
+    grpc::Status s = stub->GetInfo(&ctx, {}, &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  for (int kib : {16, 20, 100}) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 5000);
+    ctx.AddMetadata("x-big", std::string(kib * 1024, 'a'));
+    v1::GetInfoResponse info;
+    grpc::Status s = stub->GetInfo(&ctx, {}, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << kib << " KiB";
+    EXPECT_THAT(s.error_message(), HasSubstr("exceeds the limit of 16384 bytes")) << kib;
+  }
+  // Many small entries count too, and an Apply refused this way changes nothing.
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 5000);
+    for (int i = 0; i < 40; ++i) ctx.AddMetadata(absl::StrCat("x-", i), std::string(500, 'b'));
+    v1::ApplyCrossConnectsResponse resp;
+    grpc::Status s = stub->ApplyCrossConnects(&ctx, Req(1, 1, {{5, 6}}), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
+  EXPECT_EQ(Info(*stub).highest_epoch(), 0u);
+
+  // The Watch on the same connection saw none of it and gets the next change.
+  ASSERT_TRUE(Apply(*stub, Req(1, 1, {{1, 2}})).status.ok());
+  ASSERT_TRUE(reader->Read(&e)) << "the Watch on the same connection died: "
+                                << reader->Finish().error_message();
+  EXPECT_EQ(e.kind(), v1::WatchEvent::CHANGE);
+  EXPECT_THAT(PairsOf(e.circuits()), ElementsAre(Pair(1, 2)));
+  watch_ctx.TryCancel();
+  reader->Finish();
+}
+
+// A body that is not the request message: INVALID_ARGUMENT naming the
+// method and the type (gRPC alone says INTERNAL with no message).
+TEST(OcsdLimitsTest, MalformedBodyIsInvalidArgument) {
+  auto d = StartDaemon({"--ports", "8"});
+  ASSERT_NE(d, nullptr);
+  auto channel = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
+  // Field 1 as length-delimited with 5 bytes announced, 2 present; and a lone
+  // tag byte with no value.
+  for (const std::string& body : {std::string("\x0a\x05"
+                                              "ab"),
+                                  std::string("\xff")}) {
+    for (const auto& [method, type] : std::vector<std::pair<std::string, std::string>>{
+             {"/mixnet.ocs.v1.OcsDriver/ApplyCrossConnects",
+              "mixnet.ocs.v1.ApplyCrossConnectsRequest"},
+             {"/mixnet.ocs.v1.OcsDriver/GetInfo", "mixnet.ocs.v1.GetInfoRequest"},
+             {"/mixnet.ocs.v1.OcsDriver/Watch", "mixnet.ocs.v1.WatchRequest"}}) {
+      grpc::Status s = RawUnaryCall(channel, method, body);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << method << ": " << s.error_code() << " " << s.error_message();
+      EXPECT_THAT(s.error_message(), HasSubstr(method));
+      EXPECT_THAT(s.error_message(), HasSubstr(type));
+    }
+  }
+  // A well-formed body on the same channel still works.
+  v1::ApplyCrossConnectsRequest good = Req(1, 1, {{3, 4}});
+  std::string reply;
+  grpc::Status s = RawUnaryCall(channel, "/mixnet.ocs.v1.OcsDriver/ApplyCrossConnects",
+                                good.SerializeAsString(), &reply);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_THAT(PairsOf(Get(*StubFor(d->address())).actual()), ElementsAre(Pair(3, 4)));
 }
 
 }  // namespace
