@@ -12,9 +12,10 @@
 //   - Malformed request bodies. gRPC answers a body that does not parse as
 //     the request message with INTERNAL and an empty message, before any
 //     handler runs; an interceptor turns that into INVALID_ARGUMENT naming
-//     the method and the expected message type. gRPC's synchronous API shows
-//     the server a malformed message inside a client stream only as the end
-//     of the stream; those are not covered here.
+//     the method and the expected message type. Client streams are not
+//     covered here: gRPC's synchronous API shows a server a malformed message
+//     in one only as the end of the stream, so such a method must read raw
+//     bytes and parse them itself (mixnet-controller's ReportTraffic does).
 //
 // Threading: ApplyServerLimits while building a server; the checks and the
 // interceptor run on gRPC's threads.

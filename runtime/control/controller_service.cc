@@ -66,36 +66,91 @@ grpc::Status ControllerService::Register(grpc::ServerContext* context,
 void ControllerService::CancelStreams() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
-  for (grpc::ServerContext* ctx : report_streams_) ctx->TryCancel();
+  for (grpc::ServerContextBase* ctx : report_streams_) ctx->TryCancel();
 }
 
-grpc::Status ControllerService::ReportTraffic(grpc::ServerContext* context,
-                                              grpc::ServerReader<v1::TrafficReport>* reader,
-                                              v1::ReportTrafficResponse* response) {
-  CallCounter calls(in_flight_);
-  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
-  {
-    absl::MutexLock lock(&mu_);
-    if (cancelled_)
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller is shutting down");
-    report_streams_.insert(context);
-  }
-  v1::TrafficReport report;
-  uint64_t accepted = 0;
-  grpc::Status status = grpc::Status::OK;
-  while (reader->Read(&report)) {
-    if (absl::Status s = c_->Report(report); !s.ok()) {
-      status = ToGrpc(s);
-      break;
+// One ReportTraffic stream (callback API, raw bytes): each row is parsed
+// here, so a row that is not a TrafficReport ends the stream with
+// INVALID_ARGUMENT instead of looking like the end of the stream.
+class ControllerService::ReportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  ReportReactor(ControllerService* service, grpc::CallbackServerContext* context,
+                grpc::ByteBuffer* response)
+      : service_(service), context_(context), response_(response) {
+    service_->in_flight_.fetch_add(1);
+    if (grpc::Status s = CheckCallMetadata(*context_); !s.ok()) {
+      Done(s);
+      return;
     }
-    ++accepted;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      if (service_->cancelled_) {
+        registered_ = false;
+      } else {
+        service_->report_streams_.insert(context_);
+        registered_ = true;
+      }
+    }
+    if (!registered_) {
+      Done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller is shutting down"));
+      return;
+    }
+    StartRead(&row_);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    report_streams_.erase(context);
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client's end of the stream, or the call was cancelled
+      Done(grpc::Status::OK);
+      return;
+    }
+    v1::TrafficReport report;
+    if (!grpc::SerializationTraits<v1::TrafficReport>::Deserialize(&row_, &report).ok()) {
+      Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("malformed request: row ", accepted_ + 1,
+                                     " of /mixnet.control.v1.Controller/ReportTraffic is not a "
+                                     "valid mixnet.control.v1.TrafficReport (protobuf parse "
+                                     "failed); ",
+                                     accepted_, " rows accepted before it")));
+      return;
+    }
+    if (absl::Status s = service_->c_->Report(report); !s.ok()) {
+      Done(ToGrpc(s));
+      return;
+    }
+    ++accepted_;
+    StartRead(&row_);
   }
-  response->set_reports_accepted(accepted);
-  return status;
+
+  void OnDone() override {
+    if (registered_) {
+      absl::MutexLock lock(&service_->mu_);
+      service_->report_streams_.erase(context_);
+    }
+    service_->in_flight_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  void Done(const grpc::Status& status) {
+    v1::ReportTrafficResponse r;
+    r.set_reports_accepted(accepted_);
+    const std::string bytes = r.SerializeAsString();
+    grpc::Slice slice(bytes);
+    *response_ = grpc::ByteBuffer(&slice, 1);
+    Finish(status);
+  }
+
+  ControllerService* const service_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer row_;
+  uint64_t accepted_ = 0;
+  bool registered_ = false;
+};
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* ControllerService::ReportTraffic(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new ReportReactor(this, context, response);
 }
 
 grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,

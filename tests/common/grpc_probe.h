@@ -1,8 +1,9 @@
 // Test helpers that probe a gRPC server the way standard tools do, without
 // the services' generated stubs: grpc.health.v1 Check, and one server
 // reflection round trip (list_services, hand-encoded) returning the raw
-// reply, in which the service names appear as plain strings. Also a raw
-// unary call with an arbitrary body (for malformed-request tests).
+// reply, in which the service names appear as plain strings. Also raw unary
+// and client-streaming calls with arbitrary bodies (for malformed-request
+// tests).
 // Header-only; blocking, from the test thread.
 #pragma once
 
@@ -127,6 +128,42 @@ inline grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
     status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "probe: no answer");
   }
   if (reply != nullptr && status.ok()) *reply = probe_internal::Flatten(response);
+  probe_internal::Drain(cq);
+  return status;
+}
+
+// A client-streaming call of `method` writing each of `bodies` as raw
+// message bytes, then half-closing; the final status. A write the server
+// no longer takes (it already answered) ends the writing.
+inline grpc::Status RawClientStreamCall(const std::shared_ptr<grpc::Channel>& channel,
+                                        const std::string& method,
+                                        const std::vector<std::string>& bodies) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ProbeDeadline());
+  auto call = stub.PrepareCall(&ctx, method, &cq);
+  auto tag = [](intptr_t n) { return reinterpret_cast<void*>(n); };
+  call->StartCall(tag(1));
+  bool open = probe_internal::Step(cq, tag(1));
+  for (size_t i = 0; open && i < bodies.size(); ++i) {
+    grpc::Slice slice(bodies[i]);
+    grpc::ByteBuffer out(&slice, 1);
+    call->Write(out, tag(2));
+    open = probe_internal::Step(cq, tag(2));
+  }
+  if (open) {
+    call->WritesDone(tag(3));
+    probe_internal::Step(cq, tag(3));
+  }
+  grpc::ByteBuffer reply;  // the one reply, if any: read before Finish
+  call->Read(&reply, tag(5));
+  probe_internal::Step(cq, tag(5));
+  grpc::Status status;
+  call->Finish(&status, tag(4));
+  if (!probe_internal::Step(cq, tag(4))) {
+    status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "probe: no status");
+  }
   probe_internal::Drain(cq);
   return status;
 }

@@ -106,5 +106,33 @@ TEST_F(ControllerProbeTest, MalformedBodyIsInvalidArgument) {
   }
 }
 
+// In the ReportTraffic client stream a row that is not a TrafficReport
+// used to look like the end of the stream (the call ended OK); now it ends
+// the stream with INVALID_ARGUMENT naming the row.
+TEST_F(ControllerProbeTest, MalformedReportRowIsInvalidArgument) {
+  FakeWorker w(channel_, "h0/w", "h0");
+  ASSERT_TRUE(w.Register().ok());
+  cv1::TrafficReport row;
+  row.set_worker_id("h0/w");
+  row.set_host("h0");
+  row.set_direction(cv1::DISPATCH);
+  for (int i = 0; i < kR0.hosts; ++i) {
+    row.add_peer_hosts(absl::StrCat("h", i));
+    row.add_bytes(i == 0 ? 0 : 100);
+  }
+  const std::string method = "/mixnet.control.v1.Controller/ReportTraffic";
+  grpc::Status s = RawClientStreamCall(channel_, method, {row.SerializeAsString()});
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  row.set_iteration(1);
+  s = RawClientStreamCall(channel_, method,
+                          {row.SerializeAsString(), std::string("\x0a\x05"
+                                                                "ab")});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << s.error_code() << " " << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("row 2"));
+  EXPECT_THAT(s.error_message(), HasSubstr("mixnet.control.v1.TrafficReport"));
+  EXPECT_THAT(s.error_message(), HasSubstr("1 rows accepted"));
+}
+
 }  // namespace
 }  // namespace mixnet::testing
