@@ -56,17 +56,27 @@ nlohmann::json InfoJson(const v1::GetInfoResponse& info) {
           {"port_count", info.port_count()},
           {"switching_time_us", info.switching_time_us()},
           {"highest_epoch", info.highest_epoch()},
-          {"config_version", info.config_version()}};
+          {"config_version", info.config_version()},
+          {"apply_samples", info.apply_samples()},
+          {"apply_median_us", info.apply_median_us()},
+          {"apply_p90_us", info.apply_p90_us()},
+          {"apply_max_us", info.apply_max_us()}};
 }
 
 std::string InfoText(const v1::GetInfoResponse& info) {
+  std::string apply = "none measured yet";
+  if (info.apply_samples() > 0) {
+    apply = absl::StrFormat("median %u us, p90 %u us, max %u us (last %u changes)",
+                            info.apply_median_us(), info.apply_p90_us(), info.apply_max_us(),
+                            info.apply_samples());
+  }
   return absl::StrFormat(
       "backend          %s\nvendor           %s\nmodel            %s\nserial           %s\n"
       "firmware         %s\nports            %u\nswitching time   %u us\n"
-      "highest epoch    %u\nconfig version   %u\n",
+      "apply time       %s\nhighest epoch    %u\nconfig version   %u\n",
       OrDash(info.backend()), OrDash(info.vendor()), OrDash(info.model()), OrDash(info.serial()),
-      OrDash(info.firmware()), info.port_count(), info.switching_time_us(), info.highest_epoch(),
-      info.config_version());
+      OrDash(info.firmware()), info.port_count(), info.switching_time_us(), apply,
+      info.highest_epoch(), info.config_version());
 }
 
 nlohmann::json CrossConnectsJson(const v1::GetCrossConnectsResponse& cc) {

@@ -5,9 +5,14 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "ocs_driver/service/request_validation.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::ocs {
+
+static_assert(control::kMaxFencingEpoch == kMaxEpoch,
+              "the controller's epoch limit must be the daemon's");
+
 namespace {
 
 absl::Duration Left(absl::Time deadline) {
@@ -21,6 +26,15 @@ std::vector<control::PortPair> Pairs(
     out.emplace_back(static_cast<int>(c.port_a()), static_cast<int>(c.port_b()));
   }
   return out;
+}
+
+control::SwitchApplyTiming TimingOf(const v1::GetInfoResponse& info) {
+  control::SwitchApplyTiming t;
+  t.samples = info.apply_samples();
+  t.median = absl::Microseconds(static_cast<int64_t>(info.apply_median_us()));
+  t.p90 = absl::Microseconds(static_cast<int64_t>(info.apply_p90_us()));
+  t.max = absl::Microseconds(static_cast<int64_t>(info.apply_max_us()));
+  return t;
 }
 
 }  // namespace
@@ -39,7 +53,13 @@ absl::StatusOr<control::SwitchCircuits> OcsSwitchDriver::GetCircuits(absl::Time 
   out.circuits = Pairs(cc.actual());
   out.highest_epoch = std::max(info.highest_epoch(), cc.epoch());
   out.config_version = cc.config_version();
+  out.apply_timing = TimingOf(info);
   return out;
+}
+
+absl::StatusOr<control::SwitchApplyTiming> OcsSwitchDriver::GetApplyTiming(absl::Time deadline) {
+  ASSIGN_OR_RETURN(v1::GetInfoResponse info, client_->GetInfo(Left(deadline)));
+  return TimingOf(info);
 }
 
 absl::StatusOr<control::SwitchApplyResult> OcsSwitchDriver::Apply(

@@ -1,7 +1,8 @@
 // OcsSwitchDriver: the controller's SwitchDriver (runtime/control/
 // switch_driver.h) for one switch behind a mixnet-ocsd daemon, over
 // OcsClient. GetCircuits is GetCrossConnects (actual circuits) plus the
-// daemon's highest accepted epoch (GetInfo); Apply is ApplyCrossConnects with
+// daemon's highest accepted epoch and measured Apply times (GetInfo);
+// GetApplyTiming is GetInfo alone; Apply is ApplyCrossConnects with
 // the controller's epoch as fencing token. FAILED_PRECONDITION from the
 // daemon (a stale epoch) is passed through unchanged: the controller is
 // fenced.
@@ -30,6 +31,7 @@ class OcsSwitchDriver final : public control::SwitchDriver {
   absl::StatusOr<control::SwitchApplyResult> Apply(uint64_t epoch, uint64_t version,
                                                    const std::vector<control::PortPair>& circuits,
                                                    absl::Time deadline) override;
+  absl::StatusOr<control::SwitchApplyTiming> GetApplyTiming(absl::Time deadline) override;
 
  private:
   OcsSwitchDriver(std::unique_ptr<OcsClient> client, std::string controller_id)

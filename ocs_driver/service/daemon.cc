@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
+#include "runtime/common/grpc_server_limits.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 
@@ -92,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   if (!tls && !options.allow_clients.empty()) {
     return absl::InvalidArgumentError("--allow-client needs TLS (--tls-cert ...)");
   }
+  RETURN_IF_ERROR(ClientAllowList::Create(options.allow_clients).status());
   RETURN_IF_ERROR(CheckListenAddress(options.listen, tls, options.insecure_listen_any));
   if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
@@ -124,6 +126,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   builder.AddListeningPort(options.listen, creds, &selected_port);
   builder.RegisterService(daemon->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
+  ApplyServerLimits(builder);  // metadata limit, malformed bodies (grpc_server_limits.h)
   daemon->server_ = builder.BuildAndStart();
   if (daemon->server_ == nullptr || selected_port == 0) {
     daemon->server_.reset();

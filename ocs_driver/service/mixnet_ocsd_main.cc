@@ -168,8 +168,9 @@ int Main(int argc, char** argv) {
   app.add_option("--tls-client-ca", f.daemon.tls_client_ca,
                  "CA (PEM) that client certificates must chain to (mTLS)");
   app.add_option("--allow-client", f.daemon.allow_clients,
-                 "client certificate subject or common name allowed to ApplyCrossConnects "
-                 "(repeatable; default: any authenticated client)");
+                 "client certificate allowed to ApplyCrossConnects: a common name (ctl-1) or a "
+                 "whole subject, attributes in any order (CN=ctl-1,O=mixnet); repeatable; "
+                 "default: any authenticated client");
   app.add_flag("--insecure-listen-any", f.daemon.insecure_listen_any,
                "allow a non-loopback listen address without TLS");
   app.add_option("--ready-file", f.daemon.ready_file,

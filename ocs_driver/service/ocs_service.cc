@@ -16,6 +16,7 @@
 #include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "ocs_driver/service/request_validation.h"
+#include "runtime/common/grpc_server_limits.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 
@@ -79,6 +80,7 @@ struct OcsService::Subscriber {
 absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<OcsBackend> backend,
                                                                StateStore store,
                                                                ServiceOptions options) {
+  ASSIGN_OR_RETURN(ClientAllowList allow_list, ClientAllowList::Create(options.allow_clients));
   ASSIGN_OR_RETURN(BackendInfo info, backend->Info());
   if (info.ports < 2) {
     return absl::FailedPreconditionError(
@@ -88,6 +90,13 @@ absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<O
   std::sort(actual.begin(), actual.end());
   ASSIGN_OR_RETURN(std::optional<PersistedState> saved, store.Load());
   PersistedState state;
+  if (saved.has_value() && saved->epoch > kMaxEpoch) {
+    // Left by a daemon that took any epoch: every epoch would be fenced.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state ", store.path(), " holds epoch ", saved->epoch, ", above the maximum ", kMaxEpoch,
+        " (2^53-1) that this daemon accepts, so every controller would be fenced for good; "
+        "remove that file to start afresh (the circuits on the switch are kept and adopted)"));
+  }
   if (saved.has_value()) {
     state = *saved;
     log::Info("state {}: epoch {} version {}, {} desired circuits", store.path(), state.epoch,
@@ -105,9 +114,11 @@ absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<O
         "it is until the next ApplyCrossConnects",
         Describe(actual), Describe(state.desired));
   }
-  return std::unique_ptr<OcsService>(new OcsService(std::move(backend), std::move(store),
-                                                    std::move(options), std::move(info),
-                                                    std::move(state), std::move(actual)));
+  auto service = std::unique_ptr<OcsService>(new OcsService(std::move(backend), std::move(store),
+                                                            std::move(options), std::move(info),
+                                                            std::move(state), std::move(actual)));
+  service->allow_list_ = std::move(allow_list);
+  return service;
 }
 
 OcsService::OcsService(std::unique_ptr<OcsBackend> backend, StateStore store,
@@ -152,6 +163,7 @@ void OcsService::ReleaseDevice() {
 grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                                  v1::GetInfoResponse* response) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   response->set_vendor(info_.vendor);
   response->set_model(info_.model);
   response->set_serial(info_.serial);
@@ -163,6 +175,11 @@ grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfo
   absl::MutexLock lock(&mu_);
   response->set_highest_epoch(state_.epoch);
   response->set_config_version(state_.config_version);
+  const ApplyTimeStats times = apply_times_.Stats();
+  response->set_apply_samples(times.samples);
+  response->set_apply_median_us(static_cast<uint64_t>(absl::ToInt64Microseconds(times.median)));
+  response->set_apply_p90_us(static_cast<uint64_t>(absl::ToInt64Microseconds(times.p90)));
+  response->set_apply_max_us(static_cast<uint64_t>(absl::ToInt64Microseconds(times.max)));
   return grpc::Status::OK;
 }
 
@@ -170,6 +187,7 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
                                           const v1::GetCrossConnectsRequest* request,
                                           v1::GetCrossConnectsResponse* response) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   if (absl::Status s = AcquireDevice(context); !s.ok()) return ToGrpc(s);
   absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
   ReleaseDevice();
@@ -187,32 +205,31 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
 }
 
 grpc::Status OcsService::CheckApplyAllowed(grpc::ServerContext* context) const {
-  if (!options_.tls || options_.allow_clients.empty()) return grpc::Status::OK;
+  if (!options_.tls || allow_list_.empty()) return grpc::Status::OK;
   auto auth = context->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "client not authenticated");
   }
-  std::vector<std::string> names;
-  for (const char* prop : {GRPC_X509_SUBJECT_PROPERTY_NAME, GRPC_X509_CN_PROPERTY_NAME}) {
-    for (const grpc::string_ref& v : auth->FindPropertyValues(prop)) {
-      names.emplace_back(v.data(), v.size());
-    }
+  std::string subject;
+  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+    subject.assign(v.data(), v.size());
   }
-  for (const std::string& n : names) {
-    if (std::find(options_.allow_clients.begin(), options_.allow_clients.end(), n) !=
-        options_.allow_clients.end()) {
-      return grpc::Status::OK;
-    }
+  std::vector<std::string> common_names;
+  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    common_names.emplace_back(v.data(), v.size());
   }
+  if (allow_list_.Allows(subject, common_names)) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      absl::StrCat("client certificate [", absl::StrJoin(names, "; "),
-                                   "] is not allowed to change the switch (--allow-client)"));
+                      absl::StrCat("client certificate (subject '", subject, "', CN '",
+                                   absl::StrJoin(common_names, "', '"),
+                                   "') is not allowed to change the switch (--allow-client)"));
 }
 
 grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
                                             const v1::ApplyCrossConnectsRequest* request,
                                             v1::ApplyCrossConnectsResponse* response) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   if (grpc::Status s = CheckApplyAllowed(context); !s.ok()) return s;
   absl::StatusOr<std::vector<Circuit>> desired = ValidateApplyRequest(*request, info_.ports);
   if (!desired.ok()) return ToGrpc(desired.status());
@@ -223,7 +240,12 @@ grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
     status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "call cancelled or past its deadline before the switch was free");
   } else {
+    const absl::Time start = absl::Now();
     status = ApplyLocked(*request, *desired, response);
+    if (status.ok() && !response->noop()) {
+      absl::MutexLock lock(&mu_);
+      apply_times_.Add(absl::Now() - start);
+    }
   }
   ReleaseDevice();
   const std::string who =
@@ -439,6 +461,7 @@ void OcsService::Publish(v1::WatchEvent event) {
 grpc::Status OcsService::Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                                grpc::ServerWriter<v1::WatchEvent>* writer) {
   CallCounter counted(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   Subscriber sub;
   {
     absl::MutexLock lock(&mu_);

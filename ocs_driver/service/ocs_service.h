@@ -12,10 +12,12 @@
 //   - on a partial failure the RPC fails with the backend's code and its
 //     binary error details hold a google.rpc.Status whose details[0] is the
 //     ApplyCrossConnectsResponse (a result per circuit, the state read back);
+//   - GetInfo reports how long recent Applies took (apply_timing.h);
 //   - Watch streams a snapshot and then one CHANGE per applied request; the
 //     stream ends when the client cancels or Shutdown() is called;
 //   - with TLS and an allow list, only the listed client certificate
-//     subjects / common names may call ApplyCrossConnects.
+//     subjects / common names may call ApplyCrossConnects (matched as
+//     client_identity.h says: a subject's attributes in any order).
 // Waits for the device honour the call's deadline and cancellation.
 //
 // Threading: handlers run on gRPC's sync-server threads concurrently; state is
@@ -36,13 +38,15 @@
 #include "absl/time/time.h"
 #include "mixnet/ocs/v1/ocs_driver.grpc.pb.h"
 #include "ocs_driver/backend.h"
+#include "ocs_driver/service/apply_timing.h"
+#include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/state_store.h"
 
 namespace mixnet::ocs {
 
 struct ServiceOptions {
-  bool tls = false;                                   // peers authenticated by client certificates
-  std::vector<std::string> allow_clients;             // subjects / CNs that may Apply (empty: all)
+  bool tls = false;                        // peers authenticated by client certificates
+  std::vector<std::string> allow_clients;  // subjects / CNs that may Apply (client_identity.h)
   absl::Duration max_device_wait = absl::Minutes(2);  // cap on waiting for the device
 };
 
@@ -105,6 +109,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   const StateStore store_;
   const ServiceOptions options_;
   const BackendInfo info_;
+  ClientAllowList allow_list_;  // set once in Create
 
   std::atomic<int> in_flight_{0};
   absl::Mutex mu_;
@@ -114,6 +119,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   std::vector<Circuit> actual_ ABSL_GUARDED_BY(mu_);  // last read from the device
   bool actual_known_ ABSL_GUARDED_BY(mu_) = true;     // false: the last read-back failed
   std::set<Subscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
+  ApplyTimeWindow apply_times_ ABSL_GUARDED_BY(mu_);  // Applies that changed the switch
 };
 
 }  // namespace mixnet::ocs

@@ -22,6 +22,11 @@ absl::StatusOr<std::vector<Circuit>> ValidateApplyRequest(
                                                    " bytes exceeds ", kMaxControllerIdBytes));
   }
   if (request.epoch() == 0) return absl::InvalidArgumentError("epoch must be >= 1");
+  if (request.epoch() > kMaxEpoch) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch ", request.epoch(),
+                                                   " exceeds the maximum ", kMaxEpoch,
+                                                   " (2^53-1; a negative epoch wrapped?)"));
+  }
   if (request.config_version() == 0) {
     return absl::InvalidArgumentError("config_version must be >= 1");
   }

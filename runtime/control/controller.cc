@@ -66,16 +66,34 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
                    planner::ClusterPlanner::Create(options.spec, Alpha(options.spec)));
   ASSIGN_OR_RETURN(EpochStore store, EpochStore::Open(options.state_dir));
   ASSIGN_OR_RETURN(const uint64_t persisted, store.Load());
+  // The next epoch must stay within what the switches accept (no wrap to 0).
+  auto too_high = [](uint64_t epoch, const std::string& where, const std::string& fix) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " holds epoch ", epoch, ": the next epoch would exceed the maximum fencing epoch ",
+        kMaxFencingEpoch, " (2^53-1), so this controller cannot fence it; ", fix));
+  };
+  if (persisted >= kMaxFencingEpoch) {
+    return too_high(persisted, absl::StrCat("the controller state dir ", options.state_dir),
+                    "remove its controller_epoch.json once no switch holds such an epoch");
+  }
 
   // What the switches hold now is the committed topology.
   uint64_t highest = persisted;
   std::vector<cluster::CircuitSpec> circuits;
+  std::map<std::string, SwitchApplyTiming> apply_timing;
   for (const auto& [name, driver] : options.switches) {
     absl::StatusOr<SwitchCircuits> sw = driver->GetCircuits(absl::Now() + options.switch_timeout);
     if (!sw.ok()) {
       return Annotate(sw.status(), absl::StrCat("OCS switch ", name, " at ", driver->target()));
     }
+    if (sw->highest_epoch >= kMaxFencingEpoch) {
+      return too_high(sw->highest_epoch,
+                      absl::StrCat("OCS switch ", name, " at ", driver->target()),
+                      "reset that mixnet-ocsd's state (remove state.json in its --state-dir; the "
+                      "circuits stay on the switch)");
+    }
     highest = std::max(highest, sw->highest_epoch);
+    apply_timing[name] = sw->apply_timing;
     for (const PortPair& p : sw->circuits) {
       circuits.push_back({name, std::min(p.first, p.second), std::max(p.first, p.second)});
     }
@@ -98,6 +116,12 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
 
   std::unique_ptr<Controller> c(
       new Controller(std::move(options), std::move(planner), std::move(store)));
+  c->apply_timing_ = std::move(apply_timing);
+  c->switch_s_ = c->SlowestSwitchSeconds();
+  log::Info(
+      "controller: planning with a switching time of {:.1f} ms (spec switch_ms, or the "
+      "median Apply time the switches measured when slower)",
+      c->switch_s_ * 1e3);
   for (size_t r = 0; r < c->planner_.regions().size(); ++r) {
     ASSIGN_OR_RETURN(std::unique_ptr<Predictor> p, MakePredictor(c->opt_.predictor));
     c->predictors_.push_back(std::move(p));
@@ -118,15 +142,51 @@ Controller::Controller(ControllerOptions options, planner::ClusterPlanner planne
       id_(opt_.controller_id),
       planner_(std::move(planner)),
       store_(std::move(store)) {
-  for (const cluster::OcsSwitchSpec& sw : opt_.spec.ocs_switches) {
-    switch_s_ = std::max(switch_s_, sw.switch_ms / 1000.0);
-  }
   for (const planner::Region& r : planner_.regions()) {
     regions_.push_back(RegionState{RegionReports(r.input().name, r.input().hosts), 0, 0, 0});
   }
 }
 
 Controller::~Controller() { Shutdown(); }
+
+double Controller::SlowestSwitchSeconds() const {
+  double slowest = 0;
+  for (const cluster::OcsSwitchSpec& sw : opt_.spec.ocs_switches) {
+    auto it = apply_timing_.find(sw.name);
+    slowest = std::max(
+        slowest,
+        SwitchSeconds(sw.switch_ms, it == apply_timing_.end() ? SwitchApplyTiming() : it->second));
+  }
+  return slowest;
+}
+
+void Controller::RefreshApplyTiming(const std::vector<std::string>& switches) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+  }
+  for (const std::string& name : switches) {
+    auto driver = opt_.switches.find(name);
+    if (driver == opt_.switches.end()) continue;
+    absl::StatusOr<SwitchApplyTiming> t = driver->second->GetApplyTiming(
+        absl::Now() + std::min(opt_.switch_timeout, absl::Seconds(2)));
+    if (!t.ok()) {
+      log::Warn("controller: switch {}: Apply time not read (keeping the last): {}", name,
+                t.status().ToString());
+      continue;
+    }
+    apply_timing_[name] = *t;
+    log::Debug("controller: switch {}: Apply time median {} p90 {} max {} ({} samples)", name,
+               absl::FormatDuration(t->median), absl::FormatDuration(t->p90),
+               absl::FormatDuration(t->max), t->samples);
+  }
+  const double before = switch_s_;
+  switch_s_ = SlowestSwitchSeconds();
+  if (switch_s_ != before) {
+    log::Info("controller: switching time for planning {:.1f} ms (was {:.1f} ms)", switch_s_ * 1e3,
+              before * 1e3);
+  }
+}
 
 void Controller::Shutdown() {
   {

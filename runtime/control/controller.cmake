@@ -9,5 +9,6 @@ add_library(mixnet_control_controller
   ${CMAKE_CURRENT_LIST_DIR}/controller_service.cc)
 target_link_libraries(mixnet_control_controller
   PUBLIC mixnet_proto_control mixnet_planner mixnet_locality mixnet_cluster mixnet_common
+         mixnet_grpc_server_limits
          gRPC::grpc++ absl::status absl::statusor absl::synchronization absl::time
-  PRIVATE nlohmann_json::nlohmann_json absl::strings)
+  PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json absl::strings)

@@ -37,6 +37,7 @@
 #include "runtime/control/epoch_store.h"
 #include "runtime/control/region_reports.h"
 #include "runtime/control/switch_driver.h"
+#include "runtime/control/switch_timing.h"
 #include "runtime/locality/accuracy.h"
 #include "runtime/locality/predictor.h"
 #include "runtime/planner/cluster_planner.h"
@@ -65,7 +66,9 @@ class Controller {
   // epoch), persists epoch max(persisted, switches) + 1 and starts the
   // planner thread. InvalidArgument for a bad spec / options (a switch
   // without a driver, a driver for no switch, circuits the spec does not
-  // allow); the switch's or the store's error otherwise.
+  // allow); FailedPrecondition naming the source when the persisted or a
+  // switch's epoch leaves no next epoch within kMaxFencingEpoch; the
+  // switch's or the store's error otherwise.
   static absl::StatusOr<std::unique_ptr<Controller>> Start(ControllerOptions options);
   ~Controller();  // Shutdown()
   Controller(const Controller&) = delete;
@@ -161,7 +164,14 @@ class Controller {
   const std::string id_;
   const planner::ClusterPlanner planner_;
   const EpochStore store_;
-  double switch_s_ = 0;  // slowest switch's switching time
+  // Switching time (switch_timing.h): what each switch's daemon measured
+  // its Applies to take, and the slowest switch's cost in seconds for
+  // Decide. Set at start-up, then on the planner thread after each round
+  // (RefreshApplyTiming).
+  std::map<std::string, SwitchApplyTiming> apply_timing_;
+  double switch_s_ = 0;
+  void RefreshApplyTiming(const std::vector<std::string>& switches);  // planner thread
+  double SlowestSwitchSeconds() const;
 
   // Planner thread only.
   std::vector<std::unique_ptr<Predictor>> predictors_;  // per region

@@ -362,8 +362,8 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     const std::vector<PortPair>& wanted = w == want.end() ? kNone : w->second;
     const std::vector<PortPair>& had = h == have.end() ? kNone : h->second;
     if (wanted == had && dirty_switches_.count(name) == 0) continue;
-    absl::StatusOr<SwitchApplyResult> r =
-        driver->Apply(epoch, epoch, wanted, absl::Now() + opt_.switch_timeout);
+    absl::StatusOr<SwitchApplyResult> r = driver->Apply(
+        epoch, epoch, wanted, absl::Now() + ApplyTimeout(opt_.switch_timeout, apply_timing_[name]));
     applied.push_back(name);
     if (!r.ok()) {
       for (const std::string& a : applied) dirty_switches_.insert(a);
@@ -391,7 +391,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   // 5. Settle: the switches' own waits normally cover the switching time.
   if (settle > absl::ZeroDuration()) absl::SleepFor(settle);
   // 6. COMMIT and wait (bounded) for the acks.
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   committed_epoch_ = epoch;
   committed_ = target_specs;
   v1::TopologyEvent ev;
@@ -418,6 +418,9 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
               Ms(opt_.commit_deadline), absl::StrJoin(round_->waiting, ", "));
   }
   round_.reset();
+  mu_.Unlock();
+  // 7. Learn how long the switches just took (for the next Decide / Apply).
+  RefreshApplyTiming(applied);
   return true;
 }
 

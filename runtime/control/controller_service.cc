@@ -7,13 +7,18 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "runtime/common/grpc_server_limits.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::control {
 namespace {
+
+constexpr char kServiceName[] = "mixnet.control.v1.Controller";
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -47,9 +52,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 
 }  // namespace
 
-grpc::Status ControllerService::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+grpc::Status ControllerService::Register(grpc::ServerContext* context,
+                                         const v1::RegisterRequest* request,
                                          v1::RegisterResponse* response) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   absl::StatusOr<v1::RegisterResponse> r = c_->Register(*request);
   if (!r.ok()) return ToGrpc(r.status());
   *response = std::move(*r);
@@ -59,41 +66,98 @@ grpc::Status ControllerService::Register(grpc::ServerContext*, const v1::Registe
 void ControllerService::CancelStreams() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
-  for (grpc::ServerContext* ctx : report_streams_) ctx->TryCancel();
+  for (grpc::ServerContextBase* ctx : report_streams_) ctx->TryCancel();
 }
 
-grpc::Status ControllerService::ReportTraffic(grpc::ServerContext* context,
-                                              grpc::ServerReader<v1::TrafficReport>* reader,
-                                              v1::ReportTrafficResponse* response) {
-  CallCounter calls(in_flight_);
-  {
-    absl::MutexLock lock(&mu_);
-    if (cancelled_)
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller is shutting down");
-    report_streams_.insert(context);
-  }
-  v1::TrafficReport report;
-  uint64_t accepted = 0;
-  grpc::Status status = grpc::Status::OK;
-  while (reader->Read(&report)) {
-    if (absl::Status s = c_->Report(report); !s.ok()) {
-      status = ToGrpc(s);
-      break;
+// One ReportTraffic stream (callback API, raw bytes): each row is parsed
+// here, so a row that is not a TrafficReport ends the stream with
+// INVALID_ARGUMENT instead of looking like the end of the stream.
+class ControllerService::ReportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  ReportReactor(ControllerService* service, grpc::CallbackServerContext* context,
+                grpc::ByteBuffer* response)
+      : service_(service), context_(context), response_(response) {
+    service_->in_flight_.fetch_add(1);
+    if (grpc::Status s = CheckCallMetadata(*context_); !s.ok()) {
+      Done(s);
+      return;
     }
-    ++accepted;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      if (service_->cancelled_) {
+        registered_ = false;
+      } else {
+        service_->report_streams_.insert(context_);
+        registered_ = true;
+      }
+    }
+    if (!registered_) {
+      Done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller is shutting down"));
+      return;
+    }
+    StartRead(&row_);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    report_streams_.erase(context);
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client's end of the stream, or the call was cancelled
+      Done(grpc::Status::OK);
+      return;
+    }
+    v1::TrafficReport report;
+    if (!grpc::SerializationTraits<v1::TrafficReport>::Deserialize(&row_, &report).ok()) {
+      Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("malformed request: row ", accepted_ + 1,
+                                     " of /mixnet.control.v1.Controller/ReportTraffic is not a "
+                                     "valid mixnet.control.v1.TrafficReport (protobuf parse "
+                                     "failed); ",
+                                     accepted_, " rows accepted before it")));
+      return;
+    }
+    if (absl::Status s = service_->c_->Report(report); !s.ok()) {
+      Done(ToGrpc(s));
+      return;
+    }
+    ++accepted_;
+    StartRead(&row_);
   }
-  response->set_reports_accepted(accepted);
-  return status;
+
+  void OnDone() override {
+    if (registered_) {
+      absl::MutexLock lock(&service_->mu_);
+      service_->report_streams_.erase(context_);
+    }
+    service_->in_flight_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  void Done(const grpc::Status& status) {
+    v1::ReportTrafficResponse r;
+    r.set_reports_accepted(accepted_);
+    const std::string bytes = r.SerializeAsString();
+    grpc::Slice slice(bytes);
+    *response_ = grpc::ByteBuffer(&slice, 1);
+    Finish(status);
+  }
+
+  ControllerService* const service_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer row_;
+  uint64_t accepted_ = 0;
+  bool registered_ = false;
+};
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* ControllerService::ReportTraffic(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new ReportReactor(this, context, response);
 }
 
 grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,
                                               const v1::WatchTopologyRequest* request,
                                               grpc::ServerWriter<v1::TopologyEvent>* writer) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<Controller::Watch>> w = c_->StartWatch(request->worker_id());
   if (!w.ok()) return ToGrpc(w.status());
   v1::TopologyEvent ev;
@@ -107,16 +171,18 @@ grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ControllerService::AckTopology(grpc::ServerContext*,
+grpc::Status ControllerService::AckTopology(grpc::ServerContext* context,
                                             const v1::AckTopologyRequest* request,
                                             v1::AckTopologyResponse*) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   return ToGrpc(c_->Ack(*request));
 }
 
-grpc::Status ControllerService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+grpc::Status ControllerService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                           v1::ControllerStatus* response) {
   CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   *response = c_->GetStatus();
   return grpc::Status::OK;
 }
@@ -132,7 +198,12 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   std::unique_ptr<ControllerServer> s(new ControllerServer());
   s->controller_ = std::move(controller);
   s->service_ = std::make_unique<ControllerService>(s->controller_.get());
+  // Standard probes and tools: grpc.health.v1.Health ("" and the service)
+  // and server reflection (grpcurl list / describe).
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  ApplyServerLimits(builder);  // metadata limit, malformed bodies (grpc_server_limits.h)
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(s->service_.get());
@@ -149,6 +220,10 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   } else {
     s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port);
   }
+  if (grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kServiceName, true);
+  }
   log::Info("mixnet-controller {}: listening on {}", s->controller_->id(), s->address_);
   if (!options.ready_file.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(options.ready_file, s->address_ + "\n"));
@@ -162,6 +237,11 @@ ControllerServer::~ControllerServer() { Shutdown(absl::Seconds(1)); }
 void ControllerServer::Shutdown(absl::Duration grace) {
   if (stopped_) return;
   stopped_ = true;
+  if (server_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->Shutdown();  // NOT_SERVING from now on
+    }
+  }
   controller_->Shutdown();
   if (server_ == nullptr) return;  // never listened
   service_->CancelStreams();

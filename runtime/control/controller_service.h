@@ -1,12 +1,16 @@
 // The mixnet.control.v1.Controller gRPC service over a Controller
 // (controller.h), and ControllerServer: the service behind a gRPC server
 // listening on host:port (port 0: ephemeral) or unix:/path, plaintext (keep
-// it on loopback, a unix socket or a trusted control network). Once serving,
+// it on loopback, a unix socket or a trusted control network), with the
+// standard health service (grpc.health.v1: "" and
+// mixnet.control.v1.Controller, NOT_SERVING once shutting down) and server
+// reflection. Once serving,
 // the actual address is written atomically to ready_file when one is given;
 // the file is removed at clean shutdown.
 //
 // Threading: Start/Shutdown from the owner's thread; handlers on gRPC's
-// sync-server threads. Watch streams poll for events every 100 ms so they
+// sync-server threads, ReportTraffic's reactor on gRPC's callback threads.
+// Watch streams poll for events every 100 ms so they
 // notice cancellation and shutdown; Shutdown never waits on a client.
 #pragma once
 
@@ -25,7 +29,11 @@
 
 namespace mixnet::control {
 
-class ControllerService final : public v1::Controller::Service {
+// ReportTraffic uses gRPC's callback API on raw bytes (ReportReactor) so
+// that a malformed row is told from the end of the stream; the other
+// methods are synchronous.
+class ControllerService final
+    : public v1::Controller::WithRawCallbackMethod_ReportTraffic<v1::Controller::Service> {
  public:
   explicit ControllerService(Controller* controller) : c_(controller) {}
   int InFlight() const { return in_flight_.load(); }
@@ -35,9 +43,8 @@ class ControllerService final : public v1::Controller::Service {
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
-  grpc::Status ReportTraffic(grpc::ServerContext* context,
-                             grpc::ServerReader<v1::TrafficReport>* reader,
-                             v1::ReportTrafficResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* ReportTraffic(grpc::CallbackServerContext* context,
+                                                           grpc::ByteBuffer* response) override;
   grpc::Status WatchTopology(grpc::ServerContext* context, const v1::WatchTopologyRequest* request,
                              grpc::ServerWriter<v1::TopologyEvent>* writer) override;
   grpc::Status AckTopology(grpc::ServerContext* context, const v1::AckTopologyRequest* request,
@@ -50,7 +57,8 @@ class ControllerService final : public v1::Controller::Service {
   std::atomic<int> in_flight_{0};
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  std::set<grpc::ServerContext*> report_streams_ ABSL_GUARDED_BY(mu_);
+  std::set<grpc::ServerContextBase*> report_streams_ ABSL_GUARDED_BY(mu_);
+  class ReportReactor;
 };
 
 struct ServerOptions {

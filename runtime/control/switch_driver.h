@@ -3,6 +3,9 @@
 // ocs_driver/client/ocs_switch_driver.h implements it with OcsClient, tests
 // use fakes). One SwitchDriver per OCS switch of the cluster spec.
 //
+// The controller learns each switch's real Apply time from it
+// (SwitchApplyTiming; how it is used: switch_timing.h).
+//
 // Threading: the controller calls a driver from its planner thread (and once
 // at start-up); implementations must be safe to call from one thread at a
 // time at least.
@@ -19,13 +22,30 @@
 
 namespace mixnet::control {
 
+// Highest fencing epoch a switch accepts (mixnet-ocsd refuses anything
+// above it, see ocs_driver/service/request_validation.h kMaxEpoch: 2^53 - 1,
+// exact in every JSON reader). A controller whose next epoch would exceed
+// it refuses to start instead of wrapping to 0.
+inline constexpr uint64_t kMaxFencingEpoch = (uint64_t{1} << 53) - 1;
+
 // A duplex circuit between two 1-based ports of one switch (a < b).
 using PortPair = std::pair<int, int>;
+
+// How long Applies really take on a switch, as its daemon measured them
+// (mixnet-ocsd: the latest, up to 32, Applies that changed the switch;
+// nearest-rank median / p90, and the max). samples 0: none measured yet.
+struct SwitchApplyTiming {
+  uint32_t samples = 0;
+  absl::Duration median = absl::ZeroDuration();
+  absl::Duration p90 = absl::ZeroDuration();
+  absl::Duration max = absl::ZeroDuration();
+};
 
 struct SwitchCircuits {
   std::vector<PortPair> circuits;  // what the switch holds now (read back)
   uint64_t highest_epoch = 0;      // highest fencing epoch it accepted
   uint64_t config_version = 0;
+  SwitchApplyTiming apply_timing;  // measured so far (none from a driver that cannot tell)
 };
 
 struct SwitchApplyResult {
@@ -50,6 +70,13 @@ class SwitchDriver {
   virtual absl::StatusOr<SwitchApplyResult> Apply(uint64_t epoch, uint64_t version,
                                                   const std::vector<PortPair>& circuits,
                                                   absl::Time deadline) = 0;
+  // The switch's measured Apply times (cheap: no device access). The
+  // default reads them through GetCircuits.
+  virtual absl::StatusOr<SwitchApplyTiming> GetApplyTiming(absl::Time deadline) {
+    absl::StatusOr<SwitchCircuits> c = GetCircuits(deadline);
+    if (!c.ok()) return c.status();
+    return c->apply_timing;
+  }
 };
 
 }  // namespace mixnet::control

@@ -27,3 +27,21 @@ if(TARGET mixnet_control_worker)
     LABELS cpu
     TIMEOUT 120)
 endif()
+mixnet_add_test(NAME controller_limits_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_limits_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)
+mixnet_add_test(NAME controller_switch_time_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_switch_time_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)
+mixnet_add_test(NAME controller_probe_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_probe_test.cc
+  LIBS ${_ctl_test_libs} mixnet_proto_grpc_health
+  LABELS cpu
+  TIMEOUT 120)
+target_compile_definitions(controller_probe_test PRIVATE
+  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+add_dependencies(controller_probe_test mixnet-controller)

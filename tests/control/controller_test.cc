@@ -120,7 +120,7 @@ class FakeSwitch final : public control::SwitchDriver {
   std::string target() const override { return "fake"; }
   absl::StatusOr<control::SwitchCircuits> GetCircuits(absl::Time) override {
     absl::MutexLock lock(&mu_);
-    return control::SwitchCircuits{circuits_, epoch_, epoch_};
+    return control::SwitchCircuits{circuits_, epoch_, epoch_, {}};
   }
   absl::StatusOr<control::SwitchApplyResult> Apply(uint64_t epoch, uint64_t,
                                                    const std::vector<control::PortPair>& circuits,

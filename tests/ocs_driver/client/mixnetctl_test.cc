@@ -88,6 +88,24 @@ TEST_F(MixnetctlTest, InfoHumanAndJson) {
   EXPECT_TRUE(j.contains("highest_epoch"));
 }
 
+TEST_F(MixnetctlTest, InfoShowsTheMeasuredApplyTime) {
+  CommandResult r = Ocs("info");
+  ASSERT_EQ(r.rc, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("apply time       none measured yet"));
+  ASSERT_EQ(Ocs("apply", {"--epoch", "1", "--version", "1", "--circuit", "1-2"}).rc, 0);
+  r = Ocs("info");
+  ASSERT_EQ(r.rc, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("apply time       median "));
+  EXPECT_THAT(r.out, HasSubstr("(last 1 changes)"));
+  r = Ocs("info", {"--json"});
+  ASSERT_EQ(r.rc, 0) << Describe(r);
+  nlohmann::json j = Json(r);
+  EXPECT_EQ(j.value("apply_samples", 0), 1);
+  EXPECT_GT(j.value("apply_median_us", 0), 0);
+  EXPECT_EQ(j.value("apply_median_us", 0), j.value("apply_max_us", -1));  // one sample
+  EXPECT_EQ(j.value("apply_p90_us", 0), j.value("apply_max_us", -1));
+}
+
 TEST_F(MixnetctlTest, ApplyFromFlagsFileAndClearThenGet) {
   CommandResult r =
       Ocs("apply", {"--epoch", "1", "--version", "1", "--circuit", "3-4", "--circuit", "1-2"});

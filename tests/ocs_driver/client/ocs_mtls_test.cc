@@ -59,16 +59,17 @@ absl::Status MakeCa(const std::string& dir, const std::string& name) {
   return Openssl(args);
 }
 
-// A certificate "<dir>/<name>.crt/.key" for CN `cn`, signed by `ca`, with
-// the extension lines `ext`.
+// A certificate "<dir>/<name>.crt/.key" for CN `cn` (subject /O=MixNet/CN=cn,
+// or `subject` when given), signed by `ca`, with the extension lines `ext`.
 absl::Status MakeCert(const std::string& dir, const std::string& ca, const std::string& name,
-                      const std::string& cn, const std::string& ext, int serial) {
+                      const std::string& cn, const std::string& ext, int serial,
+                      const std::string& subject = "") {
   const std::string base = dir + "/" + name;
   std::ofstream(base + ".ext") << ext;
   std::vector<std::string> req = {"req", "-new"};
   req.insert(req.end(), kEcKey.begin(), kEcKey.end());
   for (std::string a : {std::string("-keyout"), base + ".key", std::string("-out"), base + ".csr",
-                        std::string("-subj"), "/O=MixNet/CN=" + cn}) {
+                        std::string("-subj"), subject.empty() ? "/O=MixNet/CN=" + cn : subject}) {
     req.push_back(a);
   }
   if (absl::Status s = Openssl(req); !s.ok()) return s;
@@ -94,6 +95,10 @@ class MtlsTest : public ::testing::Test {
     if (setup_.ok()) setup_ = MakeCert(d, "ca", "allowed", "controller-a", client_ext, 3);
     if (setup_.ok()) setup_ = MakeCert(d, "ca", "other", "observer", client_ext, 4);
     if (setup_.ok()) setup_ = MakeCert(d, "rogue-ca", "rogue", "controller-a", client_ext, 5);
+    // RDNs CN then O: gRPC reports the subject as "O=mixnet,CN=ctl-2".
+    if (setup_.ok()) {
+      setup_ = MakeCert(d, "ca", "ctl2", "ctl-2", client_ext, 6, "/CN=ctl-2/O=mixnet");
+    }
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -102,12 +107,20 @@ class MtlsTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(setup_.ok()) << setup_;
-    absl::StatusOr<std::unique_ptr<DaemonProcess>> d =
-        StartSimDaemon(8, 0,
-                       {"--tls-cert", Path("server.crt"), "--tls-key", Path("server.key"),
-                        "--tls-client-ca", Path("ca.crt"), "--allow-client", "controller-a"});
+    StartDaemon("controller-a");
+  }
+
+  // (Re)starts the daemon with mTLS and `--allow-client allow`.
+  void StartDaemon(const std::string& allow) {
+    daemon_.reset();
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> d = StartTlsDaemon(allow);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);
+  }
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> StartTlsDaemon(const std::string& allow) {
+    return StartSimDaemon(8, 0,
+                          {"--tls-cert", Path("server.crt"), "--tls-key", Path("server.key"),
+                           "--tls-client-ca", Path("ca.crt"), "--allow-client", allow});
   }
 
   static std::string Path(const std::string& file) { return dir_->path() + "/" + file; }
@@ -205,6 +218,33 @@ TEST_F(MtlsTest, AllowedSubjectApplies) {
   r = Ocs("info", "allowed", {"--tls-server-name", "not-the-server.example"});
   EXPECT_EQ(r.rc, 1) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+}
+
+// The README's form "CN=ctl-2,O=mixnet" and gRPC's RFC 2253 order
+// "O=mixnet,CN=ctl-2" both name the certificate made with
+// -subj /CN=ctl-2/O=mixnet; a different O or an extra attribute does not.
+TEST_F(MtlsTest, AllowClientSubjectMatchesInEitherOrder) {
+  for (const char* allow : {"CN=ctl-2,O=mixnet", "O=mixnet,CN=ctl-2"}) {
+    StartDaemon(allow);  // a fresh daemon and state each time
+    ASSERT_NE(daemon_, nullptr);
+    CommandResult r = Ocs("apply", "ctl2", kApply);
+    EXPECT_EQ(r.rc, 0) << "--allow-client " << allow << "\n" << Describe(r);
+    r = Ocs("apply", "allowed", {"--epoch", "1", "--version", "99", "--circuit", "5-6"});
+    EXPECT_EQ(r.rc, 1) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED")) << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("CN=controller-a")) << "the refusal names the subject";
+  }
+  for (const char* allow : {"CN=ctl-2,O=other", "CN=ctl-2", "CN=ctl-2,O=mixnet,OU=lab"}) {
+    StartDaemon(allow);
+    ASSERT_NE(daemon_, nullptr);
+    CommandResult r = Ocs("apply", "ctl2", {"--epoch", "1", "--version", "50", "--circuit", "7-8"});
+    EXPECT_EQ(r.rc, 1) << "--allow-client " << allow << "\n" << Describe(r);
+    EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED")) << Describe(r);
+  }
+  daemon_.reset();
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> bad = StartTlsDaemon("CN=ctl-2,O");
+  ASSERT_FALSE(bad.ok()) << "a malformed --allow-client was accepted";
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--allow-client"));
 }
 
 TEST(ListenPolicyTest, InsecureNonLoopbackListenNeedsExplicitFlag) {

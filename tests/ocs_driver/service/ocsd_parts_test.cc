@@ -1,6 +1,8 @@
 // The pieces of mixnet-ocsd on their own, in process: the sim backend (fault
 // injection, hardware file), the state store (round trip, corruption, the
-// directory lock), request validation and the listen-address policy.
+// directory lock), request validation, the listen-address policy and the
+// --allow-client list (distinguished names in any order) and the Apply
+// time window.
 // Label cpu. Test thread only.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +15,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ocs_driver/service/apply_timing.h"
+#include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/daemon.h"
 #include "ocs_driver/service/request_validation.h"
 #include "ocs_driver/service/state_store.h"
@@ -181,6 +185,88 @@ TEST(ListenPolicyTest, LoopbackAndUnixOnlyWithoutTls) {
   for (const char* bad : {"nohost", "127.0.0.1:99999", "127.0.0.1:x", "unix:"}) {
     EXPECT_TRUE(absl::IsInvalidArgument(CheckListenAddress(bad, false, true))) << bad;
   }
+}
+
+// Hand-written names: gRPC reports the subject of a certificate made with
+// -subj /CN=ctl-2/O=mixnet as "O=mixnet,CN=ctl-2" (RFC 2253 lists the RDNs
+// last-first); the README's "CN=ctl-2,O=mixnet" must match it.
+TEST(ClientAllowListTest, SubjectMatchesInEitherOrder) {
+  for (const char* entry : {"CN=ctl-2,O=mixnet", "O=mixnet,CN=ctl-2", "cn=ctl-2, o=mixnet",
+                            " CN = ctl-2 ; O = mixnet "}) {
+    absl::StatusOr<ClientAllowList> list = ClientAllowList::Create({entry});
+    ASSERT_TRUE(list.ok()) << entry << ": " << list.status();
+    EXPECT_TRUE(list->Allows("O=mixnet,CN=ctl-2", {"ctl-2"})) << entry;
+    EXPECT_TRUE(list->Allows("CN=ctl-2,O=mixnet", {"ctl-2"})) << entry;
+    EXPECT_FALSE(list->Allows("O=other,CN=ctl-2", {"ctl-2"})) << entry;
+    EXPECT_FALSE(list->Allows("O=mixnet,CN=ctl-3", {"ctl-3"})) << entry;
+    EXPECT_FALSE(list->Allows("O=mixnet,CN=Ctl-2", {"Ctl-2"})) << entry << ": values are exact";
+    EXPECT_FALSE(list->Allows("OU=lab,O=mixnet,CN=ctl-2", {"ctl-2"}))
+        << entry << ": every attribute of the subject must be listed";
+    EXPECT_FALSE(list->Allows("CN=ctl-2", {"ctl-2"})) << entry;
+  }
+  // A bare name is the common name.
+  absl::StatusOr<ClientAllowList> cn = ClientAllowList::Create({"ctl-2"});
+  ASSERT_TRUE(cn.ok());
+  EXPECT_TRUE(cn->Allows("O=mixnet,CN=ctl-2", {"ctl-2"}));
+  EXPECT_FALSE(cn->Allows("O=mixnet,CN=ctl-22", {"ctl-22"}));
+  EXPECT_FALSE(ClientAllowList().Allows("O=mixnet,CN=ctl-2", {"ctl-2"}));
+}
+
+TEST(ClientAllowListTest, EscapesQuotesAndMultiValuedRdns) {
+  absl::StatusOr<std::vector<DnAttribute>> dn =
+      ParseDistinguishedName(R"(CN=a\,b\2C c+UID=7,O="x, y",L=\ sp\ )");
+  ASSERT_TRUE(dn.ok()) << dn.status();
+  EXPECT_THAT(*dn, ElementsAre(DnAttribute{"CN", "a,b, c"}, DnAttribute{"L", " sp "},
+                               DnAttribute{"O", "x, y"}, DnAttribute{"UID", "7"}));
+  // UTF-8 as written by an operator vs. the \XX bytes of OpenSSL's RFC 2253
+  // printing (what gRPC reports).
+  absl::StatusOr<ClientAllowList> list = ClientAllowList::Create({"CN=caf\xC3\xA9"});
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->Allows(R"(CN=caf\C3\A9)", {}));
+  EXPECT_FALSE(list->Allows(R"(CN=caf\C3\A8)", {}));
+  EXPECT_FALSE(ClientAllowList::Create({R"(CN=caf\xC3)"}).ok());
+}
+
+TEST(ClientAllowListTest, MalformedEntriesAreRefused) {
+  for (const char* bad : {"=x", "CN=a,", "CN=a,,O=b", "CN=a,O", R"(CN=\q)", R"(CN=\)",
+                          R"(CN="unterminated)", R"(CN="a"b)", "C N=a", ""}) {
+    absl::StatusOr<ClientAllowList> list = ClientAllowList::Create({bad});
+    EXPECT_FALSE(list.ok()) << "'" << bad << "' was accepted";
+    if (!list.ok()) {
+      EXPECT_THAT(std::string(list.status().message()), HasSubstr("--allow-client"));
+    }
+  }
+}
+
+// Nearest rank by hand: the ceil(p * n)-th smallest.
+TEST(ApplyTimeWindowTest, MedianP90MaxOverTheLatestSamples) {
+  auto ms = [](int v) { return absl::Milliseconds(v); };
+  ApplyTimeWindow w;
+  EXPECT_EQ(w.Stats().samples, 0u);
+  EXPECT_EQ(w.Stats().max, absl::ZeroDuration());
+  for (int v : {5, 1, 4, 2, 3}) w.Add(ms(v));
+  ApplyTimeStats s = w.Stats();
+  EXPECT_EQ(s.samples, 5u);
+  EXPECT_EQ(s.median, ms(3));  // ceil(2.5) = 3rd
+  EXPECT_EQ(s.p90, ms(5));     // ceil(4.5) = 5th
+  EXPECT_EQ(s.max, ms(5));
+
+  ApplyTimeWindow even;
+  for (int v : {4, 1, 3, 2}) even.Add(ms(v));
+  EXPECT_EQ(even.Stats().median, ms(2));  // ceil(2) = 2nd: the lower middle
+  EXPECT_EQ(even.Stats().p90, ms(4));     // ceil(3.6) = 4th
+
+  // 40 samples 1..40 ms: the window keeps the latest 32, 9..40.
+  ApplyTimeWindow full;
+  for (int v = 1; v <= 40; ++v) full.Add(ms(v));
+  s = full.Stats();
+  EXPECT_EQ(s.samples, 32u);
+  EXPECT_EQ(s.median, ms(24));  // 16th of 9..40
+  EXPECT_EQ(s.p90, ms(37));     // ceil(28.8) = 29th
+  EXPECT_EQ(s.max, ms(40));
+  full.Add(ms(1));                         // 9 falls out, 1 comes in
+  EXPECT_EQ(full.Stats().median, ms(24));  // 16th of {1, 10..40}
+  EXPECT_EQ(full.Stats().p90, ms(37));
 }
 
 }  // namespace
