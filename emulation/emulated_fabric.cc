@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<EmulatedFabric>> EmulatedFabric::Up(const cluster
   if (prefix.empty()) prefix = DefaultPrefix(spec.name);
   RETURN_IF_ERROR(ValidatePrefix(prefix));
   RETURN_IF_ERROR(ValidateSpecForEmulation(spec));
-  RETURN_IF_ERROR(TbfFor(1, options.burst_ms).status());
+  RETURN_IF_ERROR(TbfFor(1, options.burst_ms, options.queue_frames).status());
   if (options.leaf_hosts < 0 || (options.leaf_hosts > 0 && !(options.uplink_gbps > 0))) {
     return absl::InvalidArgumentError(
         absl::StrCat("emulation: leaf_hosts ", options.leaf_hosts, " needs >= 0, and leaves need ",
@@ -133,6 +133,9 @@ absl::Status EmulatedFabric::Build() {
       if (group == &host_ns) {
         std::vector<std::pair<std::string, std::string>> sysctls = HostSysctls("all");
         for (auto& kv : HostSysctls("default")) sysctls.push_back(std::move(kv));
+        if (!options_.slow_start_after_idle) {
+          sysctls.emplace_back("net/ipv4/tcp_slow_start_after_idle", "0");
+        }
         RETURN_IF_ERROR(netns::SetSysctls(ns, sysctls));
       }
       ASSIGN_OR_RETURN(auto sock, netns::NlSocket::Open(ns));
@@ -173,8 +176,10 @@ absl::Status EmulatedFabric::BuildHost(const cluster::HostSpec& host, int host_i
     RETURN_IF_ERROR(Annotate(CreateVeth(*hs, nic.name, peer_ns, peer), what));
     RETURN_IF_ERROR(Annotate(AddAddress(*hs, nic.name, nic.address, nic.prefix_len), what));
     if (nic.gbps > 0) {
-      RETURN_IF_ERROR(Annotate(SetTbf(*hs, nic.name, nic.gbps, options_.burst_ms), what));
-      RETURN_IF_ERROR(Annotate(SetTbf(*ps, peer, nic.gbps, options_.burst_ms), what));
+      RETURN_IF_ERROR(Annotate(
+          SetTbf(*hs, nic.name, nic.gbps, options_.burst_ms, options_.queue_frames), what));
+      RETURN_IF_ERROR(
+          Annotate(SetTbf(*ps, peer, nic.gbps, options_.burst_ms, options_.queue_frames), what));
     }
     if (eps) {
       RETURN_IF_ERROR(Annotate(SetMaster(*ps, peer, BridgeOf(host_index)), what));
@@ -184,9 +189,10 @@ absl::Status EmulatedFabric::BuildHost(const cluster::HostSpec& host, int host_i
     RETURN_IF_ERROR(Annotate(SetLinkUp(*ps, peer), what));
     RETURN_IF_ERROR(Annotate(SetLinkUp(*hs, nic.name), what));
     // After the link is up (the kernel adds the subnet route then).
-    RETURN_IF_ERROR(Annotate(AddSourceRouting(*hs, nic.name, nic.address, nic.prefix_len,
-                                              kFirstSourceTable + static_cast<uint32_t>(j)),
-                             what));
+    RETURN_IF_ERROR(Annotate(
+        AddSourceRouting(*hs, nic.name, nic.address, nic.prefix_len,
+                         kFirstSourceTable + static_cast<uint32_t>(j), options_.rto_min_ms),
+        what));
     for (auto& kv : HostSysctls(nic.name)) sysctls.push_back(std::move(kv));
   }
   return netns::SetSysctls(hns, sysctls);
@@ -222,8 +228,10 @@ absl::Status EmulatedFabric::BuildLeaves() {
     const std::string what = absl::StrCat("leaf ", leaf, " uplink");
     RETURN_IF_ERROR(Annotate(CreateBridge(*eps, leaf), what));
     RETURN_IF_ERROR(Annotate(CreateVeth(*eps, up, ns, dn), what));
-    RETURN_IF_ERROR(Annotate(SetTbf(*eps, up, options_.uplink_gbps, options_.burst_ms), what));
-    RETURN_IF_ERROR(Annotate(SetTbf(*eps, dn, options_.uplink_gbps, options_.burst_ms), what));
+    RETURN_IF_ERROR(Annotate(
+        SetTbf(*eps, up, options_.uplink_gbps, options_.burst_ms, options_.queue_frames), what));
+    RETURN_IF_ERROR(Annotate(
+        SetTbf(*eps, dn, options_.uplink_gbps, options_.burst_ms, options_.queue_frames), what));
     RETURN_IF_ERROR(Annotate(SetMaster(*eps, up, leaf), what));
     RETURN_IF_ERROR(Annotate(SetMaster(*eps, dn, "spine"), what));
     for (const std::string& link : {leaf, up, dn}) {

@@ -38,7 +38,14 @@ namespace mixnet::emulation {
 
 // How links are emulated beyond what the spec says.
 struct EmulationOptions {
-  double burst_ms = kDefaultBurstMs;  // tbf bucket, ms of line rate (see TbfFor)
+  double burst_ms = kDefaultBurstMs;       // tbf bucket, ms of line rate (see TbfFor)
+  int queue_frames = kDefaultQueueFrames;  // tbf queue behind it, full frames
+  // Minimum TCP retransmission timeout of every host's routes (ms; 0: the
+  // kernel's 200 ms), as data-centre hosts lower it.
+  uint32_t rto_min_ms = 0;
+  // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace
+  // (long-lived connections keep their window across idle compute phases).
+  bool slow_start_after_idle = true;
   // Oversubscribed EPS: 0 puts every EPS port on one non-blocking bridge
   // "br0"; n > 0 puts host i's ports on leaf bridge "leaf<i / n>", and joins
   // each leaf to the bridge "spine" by the veth pair "up<l>" (leaf side) /

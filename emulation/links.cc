@@ -106,7 +106,8 @@ absl::Status AddAddress(netns::NlSocket& sock, absl::string_view ifname, absl::s
 }
 
 absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
-                              absl::string_view address, int prefix_len, uint32_t table) {
+                              absl::string_view address, int prefix_len, uint32_t table,
+                              uint32_t rto_min_ms) {
   const std::string what =
       absl::StrCat("link ", ifname, " source routing for ", address, " (table ", table, ")");
   ASSIGN_OR_RETURN(int index, sock.IfIndex(ifname));
@@ -136,6 +137,11 @@ absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
       sock.Error(rtnl_route_set_pref_src(route.get(), src.get()), what, "rtnl_route_set_pref_src"));
   rtnl_route_nh_set_ifindex(nh, index);
   rtnl_route_add_nexthop(route.get(), nh);  // the route owns nh now
+  if (rto_min_ms > 0) {
+    // RTAX_RTO_MIN is in milliseconds (the kernel converts with msecs_to_jiffies).
+    RETURN_IF_ERROR(sock.Error(rtnl_route_set_metric(route.get(), RTAX_RTO_MIN, rto_min_ms), what,
+                               "rtnl_route_set_metric(RTAX_RTO_MIN)"));
+  }
   RETURN_IF_ERROR(sock.Error(rtnl_route_add(sock.get(), route.get(), NLM_F_CREATE | NLM_F_EXCL),
                              what, "rtnl_route_add"));
   nl_addr_set_prefixlen(src.get(), 32);
@@ -157,22 +163,25 @@ absl::Status DeleteLink(netns::NlSocket& sock, absl::string_view ifname) {
   return sock.Error(rc, absl::StrCat("link ", ifname), "rtnl_link_delete");
 }
 
-absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms) {
-  if (!(gbps > 0) || !std::isfinite(gbps) || !(burst_ms > 0) || !std::isfinite(burst_ms)) {
-    return absl::InvalidArgumentError(absl::StrCat("tbf: rate ", gbps, " Gbit/s and burst ",
-                                                   burst_ms, " ms must be positive and finite"));
+absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms, int queue_frames) {
+  if (!(gbps > 0) || !std::isfinite(gbps) || !(burst_ms > 0) || !std::isfinite(burst_ms) ||
+      queue_frames < 1 || queue_frames > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tbf: rate ", gbps, " Gbit/s and burst ", burst_ms,
+        " ms must be positive and finite, the queue 1..100000 frames (", queue_frames, ")"));
   }
   TbfParams p;
   const double rate = std::clamp(gbps * 1e9 / 8, 1000.0, static_cast<double>(INT_MAX));
   p.rate_bytes_per_s = static_cast<uint32_t>(rate);
   const double burst = std::min(rate * burst_ms / 1000, static_cast<double>(INT_MAX / 2));
   p.burst_bytes = std::max(kMinBurstFrames * kFrameBytes, static_cast<uint32_t>(burst));
-  p.latency_us = 20000;
+  p.limit_bytes = static_cast<uint32_t>(queue_frames) * kFrameBytes;
   return p;
 }
 
-absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps, double burst_ms) {
-  ASSIGN_OR_RETURN(const TbfParams p, TbfFor(gbps, burst_ms));
+absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps, double burst_ms,
+                    int queue_frames) {
+  ASSIGN_OR_RETURN(const TbfParams p, TbfFor(gbps, burst_ms, queue_frames));
   const std::string what = absl::StrCat("link ", ifname, " tbf ", gbps, " Gbit/s");
   ASSIGN_OR_RETURN(int index, sock.IfIndex(ifname));
   NlPtr<rtnl_qdisc> q(rtnl_qdisc_alloc());
@@ -184,8 +193,7 @@ absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps
       sock.Error(rtnl_tc_set_kind(TC_CAST(q.get()), "tbf"), what, "rtnl_tc_set_kind(tbf)"));
   rtnl_qdisc_tbf_set_rate(q.get(), static_cast<int>(p.rate_bytes_per_s),
                           static_cast<int>(p.burst_bytes), 0);
-  RETURN_IF_ERROR(sock.Error(rtnl_qdisc_tbf_set_limit_by_latency(q.get(), p.latency_us), what,
-                             "rtnl_qdisc_tbf_set_limit_by_latency"));
+  rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(p.limit_bytes));
   return sock.Error(rtnl_qdisc_add(sock.get(), q.get(), NLM_F_CREATE | NLM_F_REPLACE), what,
                     "rtnl_qdisc_add(tbf)");
 }

@@ -32,9 +32,12 @@ absl::Status AddAddress(netns::NlSocket& sock, absl::string_view ifname, absl::s
 // Source routing for a host with several NICs in one subnet: routing table
 // `table` holds "<subnet> dev <ifname> src <address>", and a rule "from
 // <address> lookup <table>" (priority `table`) sends every packet with that
-// source, replies included, out of `ifname`.
+// source, replies included, out of `ifname`. `rto_min_ms` > 0 sets the
+// route's minimum TCP retransmission timeout (ip route ... rto_min), which
+// then applies to every TCP connection from that address.
 absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
-                              absl::string_view address, int prefix_len, uint32_t table);
+                              absl::string_view address, int prefix_len, uint32_t table,
+                              uint32_t rto_min_ms = 0);
 absl::Status DeleteLink(netns::NlSocket& sock, absl::string_view ifname);
 
 // The tbf bucket, in milliseconds of line rate, unless told otherwise: about
@@ -47,20 +50,32 @@ inline constexpr double kDefaultBurstMs = 1.0;
 inline constexpr uint32_t kMinBurstFrames = 4;
 inline constexpr uint32_t kFrameBytes = 1514;
 
+// The tbf queue behind the bucket, in full-sized frames, unless told
+// otherwise (packets beyond it are dropped). Counted in frames, not in time:
+// how often TCP loses packets when many flows meet at one port (incast)
+// depends on how many packets the port can hold, whatever the rate. 400
+// frames (606 KB) is about what a data-centre switch gives one port of its
+// shared buffer; at an emulated 25 Mbit/s it is 194 ms of queue, where a
+// queue of 20 ms (41 frames) lost so many packets that the links ran at 40%.
+inline constexpr int kDefaultQueueFrames = 400;
+
 // The tbf parameters SetTbf uses: rate `gbps` (capped at the 32-bit byte rate
 // libnl can express, about 17 Gbit/s), bucket max(burst_ms at rate,
-// kMinBurstFrames frames), queue limit 20 ms at rate. InvalidArgument for a
-// rate or burst that is not positive and finite.
+// kMinBurstFrames frames), queue limit queue_frames full frames.
+// InvalidArgument for a rate or burst that is not positive and finite, or a
+// queue outside 1..100000 frames.
 struct TbfParams {
   uint32_t rate_bytes_per_s = 0;
   uint32_t burst_bytes = 0;
-  uint32_t latency_us = 0;
+  uint32_t limit_bytes = 0;  // the queue
 };
-absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms = kDefaultBurstMs);
+absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms = kDefaultBurstMs,
+                                 int queue_frames = kDefaultQueueFrames);
 
-// Rate limit on the egress of `ifname`: root tbf with TbfFor(gbps, burst_ms).
+// Rate limit on the egress of `ifname`: root tbf with TbfFor(gbps, burst_ms,
+// queue_frames).
 absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps,
-                    double burst_ms = kDefaultBurstMs);
+                    double burst_ms = kDefaultBurstMs, int queue_frames = kDefaultQueueFrames);
 
 struct LinkCounters {
   uint64_t rx_bytes = 0;

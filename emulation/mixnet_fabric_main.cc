@@ -131,6 +131,12 @@ int Main(int argc, char** argv) {
   up->add_option("--burst-ms", options.burst_ms,
                  "tbf bucket of every link, in ms of its rate (at least 4 full frames)")
       ->capture_default_str();
+  up->add_option("--queue-frames", options.queue_frames,
+                 "tbf queue of every link, in full-sized frames")
+      ->capture_default_str();
+  up->add_option("--rto-min-ms", options.rto_min_ms,
+                 "minimum TCP retransmission timeout of the hosts' routes (0: kernel default)")
+      ->capture_default_str();
   up->add_option("--leaf-hosts", options.leaf_hosts,
                  "oversubscribed EPS: hosts per leaf bridge (0: one non-blocking bridge)")
       ->capture_default_str();

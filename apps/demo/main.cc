@@ -55,6 +55,14 @@ int main(int argc, char** argv) {
   app.add_option("--switch-ms", o.shape.switch_ms, "OCS switching time, ms")->capture_default_str();
   app.add_option("--burst-ms", o.burst_ms, "tbf bucket of every link, ms of its rate")
       ->capture_default_str();
+  app.add_option("--queue-frames", o.queue_frames, "tbf queue of every link, full-sized frames")
+      ->capture_default_str();
+  app.add_option("--rto-min-ms", o.rto_min_ms,
+                 "hosts' minimum TCP retransmission timeout, ms (0: the kernel's 200 ms)")
+      ->capture_default_str();
+  bool no_ssai = false;
+  app.add_flag("--no-slow-start-after-idle", no_ssai,
+               "hosts keep TCP windows across idle gaps (net.ipv4.tcp_slow_start_after_idle=0)");
   app.add_option("--layers", o.workload.layers, "MoE layers")->capture_default_str();
   app.add_option("--experts-per-host", o.workload.experts_per_host, "experts per host")
       ->capture_default_str();
@@ -131,6 +139,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   o.progress = !no_progress;
+  o.slow_start_after_idle = !no_ssai;
   o.fabrics.clear();
   for (absl::string_view f : absl::StrSplit(fabrics, ',', absl::SkipEmpty()))
     o.fabrics.emplace_back(f);

@@ -180,6 +180,9 @@ class Demo {
     if (!o_.loopback) {
       emulation::EmulationOptions eo;
       eo.burst_ms = o_.burst_ms;
+      eo.queue_frames = o_.queue_frames;
+      eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
+      eo.slow_start_after_idle = o_.slow_start_after_idle;
       if (kind == FabricKind::kOversub) {
         eo.leaf_hosts = o_.leaf_hosts;
         eo.uplink_gbps = uplink_gbps = oversub_.uplink_gbps;
@@ -356,10 +359,15 @@ absl::Status ValidateOptions(const DemoOptions& o) {
   if (!(o.burst_ms > 0) || !std::isfinite(o.burst_ms)) {
     return bad(absl::StrCat("--burst-ms ", o.burst_ms, ": need > 0"));
   }
+  if (o.queue_frames < 1 || o.queue_frames > 100000) {
+    return bad(absl::StrCat("--queue-frames ", o.queue_frames, ": need 1..100000"));
+  }
+  if (o.rto_min_ms < 0 || o.rto_min_ms > 200) {
+    return bad(absl::StrCat("--rto-min-ms ", o.rto_min_ms, ": need 0 (kernel default) .. 200"));
+  }
   if (o.workload.tokens < 1)
     return bad(absl::StrCat("--tokens ", o.workload.tokens, ": need >= 1"));
-  const bool oversub =
-      std::find(o.fabrics.begin(), o.fabrics.end(), "oversub") != o.fabrics.end();
+  const bool oversub = std::find(o.fabrics.begin(), o.fabrics.end(), "oversub") != o.fabrics.end();
   if (oversub && (o.leaf_hosts < 1 || o.leaf_hosts >= o.workload.hosts)) {
     return bad(absl::StrCat("--leaf-hosts ", o.leaf_hosts, ": need 1..", o.workload.hosts - 1,
                             " (at least two leaves)"));

@@ -24,7 +24,10 @@ struct DemoOptions {
   FabricShape shape;  // shape.hosts is taken from workload.hosts
   int64_t iterations = 8;
   std::vector<std::string> fabrics = {"eps", "oversub", "static", "mixnet", "nonblocking"};
-  double burst_ms = 1;  // tbf bucket of every link, ms of its rate
+  double burst_ms = 1;     // tbf bucket of every link, ms of its rate
+  int queue_frames = 400;  // tbf queue of every link, full frames (emulation/links.h)
+  int rto_min_ms = 0;      // hosts' minimum TCP RTO (0: the kernel's 200 ms)
+  bool slow_start_after_idle = true;
   // oversub: hosts per leaf; its uplinks cost-equal to MixNet at price_gbps
   // under the price file (sim/prices.yaml).
   int leaf_hosts = 4;

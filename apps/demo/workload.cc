@@ -167,8 +167,8 @@ absl::StatusOr<Workload> Workload::Create(WorkloadOptions o) {
     t.rank_host.push_back(h);
   }
   if (o.placement != "round_robin" && o.placement != "contiguous") {
-    return absl::InvalidArgumentError(absl::StrCat("workload: placement '", o.placement,
-                                                   "' (round_robin or contiguous)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload: placement '", o.placement, "' (round_robin or contiguous)"));
   }
   const bool blocks = o.placement == "contiguous";
   for (int e = 0; e < o.hosts * o.experts_per_host; ++e) {
@@ -265,8 +265,7 @@ std::string Workload::Describe() const {
       "  per-iteration jitter +-%.0f%%",
       o_.seed, o_.hosts, o_.experts_per_host,
       o_.placement == "contiguous" ? "in blocks" : "expert e on host e % hosts", o_.layers,
-      o_.tokens, o_.token_bytes,
-      100 * o_.affine_share,
+      o_.tokens, o_.token_bytes, 100 * o_.affine_share,
       o_.hosts % 2 == 0 ? "a per-layer random pairing of the hosts" : "a per-layer random cycle",
       o_.zipf_s, o_.drift_every, 100 * o_.jitter);
 }

@@ -45,14 +45,14 @@ struct WorkloadOptions {
   int hosts = 8;
   int layers = 4;
   int experts_per_host = 4;
-  int64_t tokens = 256;        // tokens per rank per layer (top-1)
+  int64_t tokens = 128;        // tokens per rank per layer (top-1)
   int64_t token_bytes = 4096;  // bytes of one token's activations
   uint64_t seed = 1;
   double affine_share = 0.75;
   double zipf_s = 1.2;
   int drift_every = 5;  // iterations per drift epoch
   double jitter = 0.1;
-  std::string trace;  // token-count trace file; empty: generate
+  std::string trace;                      // token-count trace file; empty: generate
   std::string placement = "round_robin";  // or "contiguous"
 };
 
