@@ -133,6 +133,9 @@ absl::Status EmulatedFabric::Build() {
       if (group == &host_ns) {
         std::vector<std::pair<std::string, std::string>> sysctls = HostSysctls("all");
         for (auto& kv : HostSysctls("default")) sysctls.push_back(std::move(kv));
+        if (!options_.tcp_congestion.empty()) {
+          sysctls.emplace_back("net/ipv4/tcp_congestion_control", options_.tcp_congestion);
+        }
         if (!options_.slow_start_after_idle) {
           sysctls.emplace_back("net/ipv4/tcp_slow_start_after_idle", "0");
         }

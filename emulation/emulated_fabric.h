@@ -46,6 +46,12 @@ struct EmulationOptions {
   // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace
   // (long-lived connections keep their window across idle compute phases).
   bool slow_start_after_idle = true;
+  // TCP congestion control of every host namespace (net.ipv4.
+  // tcp_congestion_control); empty: inherit the machine's. Cubic, the Linux
+  // default, by default: a new namespace inherits the root namespace's
+  // choice, and on the development machines that is bbr, which overshot the
+  // shallow tbf queues (thousands of retransmissions per all-to-all).
+  std::string tcp_congestion = "cubic";
   // Oversubscribed EPS: 0 puts every EPS port on one non-blocking bridge
   // "br0"; n > 0 puts host i's ports on leaf bridge "leaf<i / n>", and joins
   // each leaf to the bridge "spine" by the veth pair "up<l>" (leaf side) /

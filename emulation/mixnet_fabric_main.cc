@@ -137,6 +137,9 @@ int Main(int argc, char** argv) {
   up->add_option("--rto-min-ms", options.rto_min_ms,
                  "minimum TCP retransmission timeout of the hosts' routes (0: kernel default)")
       ->capture_default_str();
+  up->add_option("--tcp-congestion", options.tcp_congestion,
+                 "TCP congestion control of the hosts (empty: the machine's)")
+      ->capture_default_str();
   up->add_option("--leaf-hosts", options.leaf_hosts,
                  "oversubscribed EPS: hosts per leaf bridge (0: one non-blocking bridge)")
       ->capture_default_str();

@@ -183,6 +183,7 @@ class Demo {
       eo.queue_frames = o_.queue_frames;
       eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
       eo.slow_start_after_idle = o_.slow_start_after_idle;
+      eo.tcp_congestion = o_.tcp_congestion;
       if (kind == FabricKind::kOversub) {
         eo.leaf_hosts = o_.leaf_hosts;
         eo.uplink_gbps = uplink_gbps = oversub_.uplink_gbps;

@@ -28,6 +28,7 @@ struct DemoOptions {
   int queue_frames = 400;  // tbf queue of every link, full frames (emulation/links.h)
   int rto_min_ms = 0;      // hosts' minimum TCP RTO (0: the kernel's 200 ms)
   bool slow_start_after_idle = true;
+  std::string tcp_congestion = "cubic";  // hosts' TCP congestion control ("": the machine's)
   // oversub: hosts per leaf; its uplinks cost-equal to MixNet at price_gbps
   // under the price file (sim/prices.yaml).
   int leaf_hosts = 4;

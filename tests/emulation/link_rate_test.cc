@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "emulation/emulated_fabric.h"
@@ -46,7 +47,18 @@ TEST(TbfForTest, BucketIsBurstMsOfTheRateButAtLeastFourFrames) {
   EXPECT_FALSE(TbfFor(0.2, -1).ok());
 }
 
-class LinkRateTest : public ::testing::Test {
+// EPS: h0.eps0 -> bridge -> h1.eps0 at 0.2 Gbit/s; circuit: h0.ocs0 ->
+// OCS port 1 -> port 3 -> h1.ocs0 at 0.4 Gbit/s (the spec's initial circuit).
+struct LinkCase {
+  const char* name;
+  const char* nic;
+  const char* dst;
+  double rate_bytes_per_s;
+};
+const LinkCase kEps{"eps", "eps0", "10.10.0.2", 0.2e9 / 8};
+const LinkCase kCircuit{"circuit", "ocs0", "10.20.0.2", 0.4e9 / 8};
+
+class LinkRateTest : public ::testing::TestWithParam<LinkCase> {
  protected:
   void SetUp() override {
     MIXNET_SKIP_UNLESS_NETNS();
@@ -56,20 +68,21 @@ class LinkRateTest : public ::testing::Test {
     auto fabric = EmulatedFabric::Up(*spec, prefix_);
     ASSERT_TRUE(fabric.ok()) << fabric.status();
     fabric_ = std::move(*fabric);
-    auto l = testing::Listener::Open(fabric_->HostNamespace("h1"), "10.10.0.2");
+    const LinkCase& lc = GetParam();
+    auto l = testing::Listener::Open(fabric_->HostNamespace("h1"), lc.dst);
     ASSERT_TRUE(l.ok()) << l.status();
     listener_ = std::make_unique<testing::Listener>(std::move(*l));
     ASSERT_TRUE(netns::RunInNamespace(fabric_->HostNamespace("h0"), [&]() -> absl::Status {
                   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
                   if (fd_ < 0) return ErrnoStatus("h0", "socket");
-                  // Leave through eps0 (h0's three NICs share no subnet, but be explicit).
-                  setsockopt(fd_, SOL_SOCKET, SO_BINDTODEVICE, "eps0", 4);
+                  // Leave through the NIC (h0's NICs share no subnet, but be explicit).
+                  setsockopt(fd_, SOL_SOCKET, SO_BINDTODEVICE, lc.nic, strlen(lc.nic));
                   sockaddr_in sa{};
                   sa.sin_family = AF_INET;
                   sa.sin_port = htons(static_cast<uint16_t>(listener_->port()));
-                  inet_pton(AF_INET, "10.10.0.2", &sa.sin_addr);
+                  inet_pton(AF_INET, lc.dst, &sa.sin_addr);
                   if (connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-                    return ErrnoStatus("h0 -> 10.10.0.2", "connect");
+                    return ErrnoStatus(absl::StrCat("h0 -> ", lc.dst), "connect");
                   }
                   return absl::OkStatus();
                 }).ok());
@@ -124,31 +137,37 @@ class LinkRateTest : public ::testing::Test {
   int conn_ = -1;
 };
 
-TEST_F(LinkRateTest, BulkTransferRunsAtTheRate) {
-  // 60 MB at 25 MB/s: 2.4 s of line time.
-  const size_t bytes = 60'000'000;
+TEST_P(LinkRateTest, BulkTransferRunsAtTheRate) {
+  // 2.4 s of line time.
+  const double rate = GetParam().rate_bytes_per_s;
+  const size_t bytes = static_cast<size_t>(2.4 * rate);
   const double s = Transfer(bytes);
   ASSERT_GT(s, 0) << "transfer did not complete";
-  const double share = bytes / s / kRateBytesPerS;
-  std::printf("bulk: %zu bytes in %.3f s = %.1f%% of the rate\n", bytes, s, 100 * share);
+  const double share = bytes / s / rate;
+  std::printf("bulk %s: %zu bytes in %.3f s = %.1f%% of the rate\n", GetParam().name, bytes, s,
+              100 * share);
   EXPECT_GE(s, 2.0);
   EXPECT_GE(share, 0.85) << bytes << " bytes in " << s << " s";
   EXPECT_LE(share, 1.02) << bytes << " bytes in " << s << " s";
 }
 
-TEST_F(LinkRateTest, TenBucketsAfterAnIdleSecondPayTheRate) {
+TEST_P(LinkRateTest, TenBucketsAfterAnIdleSecondPayTheRate) {
   ASSERT_GT(Transfer(1000), 0);  // connection warm, then idle: the buckets refill
   absl::SleepFor(absl::Seconds(1));
-  const size_t bytes = static_cast<size_t>(10 * 0.001 * kRateBytesPerS);  // 10 x 1 ms
-  ASSERT_EQ(bytes, 250'000u);
+  const double rate = GetParam().rate_bytes_per_s;
+  const size_t bytes = static_cast<size_t>(10 * 0.001 * rate);  // 10 x 1 ms
+  ASSERT_EQ(bytes, rate == kRateBytesPerS ? 250'000u : 500'000u);
   const double s = Transfer(bytes);
   ASSERT_GT(s, 0) << "transfer did not complete";
-  const double floor_s = bytes / kRateBytesPerS;  // 10 ms
+  const double floor_s = bytes / rate;  // 10 ms
   std::printf("10 buckets: %zu bytes in %.2f ms = %.0f%% of bytes / rate\n", bytes, s * 1e3,
               100 * s / floor_s);
   EXPECT_GE(s, 0.9 * floor_s) << bytes << " bytes took " << s * 1e3 << " ms, floor "
                               << floor_s * 1e3 << " ms";
 }
+
+INSTANTIATE_TEST_SUITE_P(Links, LinkRateTest, ::testing::Values(kEps, kCircuit),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace mixnet::emulation
