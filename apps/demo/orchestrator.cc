@@ -82,8 +82,6 @@ uint64_t ExpectedBytes(const Workload& w, int64_t iterations) {
   return total;
 }
 
-}  // namespace
-
 // The static fabric's circuits: the planner's topology for the mean of the
 // first `first` iterations' matrices (every layer, both directions), planned
 // once as if from a profiling run.
@@ -345,6 +343,8 @@ class Demo {
   std::vector<std::string> ctl_argv_;
 };
 
+}  // namespace
+
 absl::Status ValidateOptions(const DemoOptions& o) {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
   if (o.iterations < 1) return bad(absl::StrCat("--iterations ", o.iterations, ": need >= 1"));
@@ -394,6 +394,8 @@ absl::Status ValidateOptions(const DemoOptions& o) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::StatusOr<OversubInfo> CostEqualUplinks(const DemoOptions& o) {
   ASSIGN_OR_RETURN(sim::Prices prices, sim::LoadPrices(o.prices_path));
@@ -488,6 +490,8 @@ int Prepare(DemoOptions& o, std::optional<Workload>& w, OversubInfo& oversub) {
   sigaction(SIGTERM, &sa, nullptr);
   return 0;
 }
+
+}  // namespace
 
 int RunDemo(DemoOptions o) {
   std::optional<Workload> w;
