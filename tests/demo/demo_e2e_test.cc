@@ -162,13 +162,14 @@ TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
   w.hosts = 8;
   w.layers = 4;
   w.experts_per_host = 2;
-  // Enough bytes that a switch pays for itself (the controller learns the
-  // netns switch's real Apply time, ~8 ms, above the spec's 5 ms).
+  // Enough bytes that a switch pays for itself: the controller plans with
+  // the netns switch's measured Apply time (~8 ms idle, tens of ms when the
+  // CPUs are shared with other tests), not the spec's 5 ms.
   w.tokens = 128;
-  w.token_bytes = 1024;
+  w.token_bytes = 4096;
   w.seed = 7;
   w.drift_every = 3;
-  const int iterations = 24;
+  const int iterations = 20;
   const std::string args =
       absl::StrCat("--fabrics mixnet ", WorkloadArgs(w, iterations),
                    " --ocs-nics 3 --gbps 0.05 --switch-ms 5 --prefix ", prefix, " --timeout-s 100");
