@@ -169,11 +169,11 @@ TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
   w.token_bytes = 4096;
   w.seed = 7;
   w.drift_every = 3;
-  const int iterations = 20;
+  const int iterations = 28;
   const std::string args =
       absl::StrCat("--fabrics mixnet ", WorkloadArgs(w, iterations),
-                   " --ocs-nics 3 --gbps 0.05 --switch-ms 5 --prefix ", prefix, " --timeout-s 100");
-  const DemoRun r = RunDemo(args, 110);
+                   " --ocs-nics 3 --gbps 0.05 --switch-ms 5 --prefix ", prefix, " --timeout-s 150");
+  const DemoRun r = RunDemo(args, 160);
   (void)emulation::EmulatedFabric::DownPrefix(prefix + "mi");  // in case the demo was killed
   ASSERT_EQ(r.exit_code, 0) << "stdout:\n"
                             << r.out << "\nstderr (tail):\n"
