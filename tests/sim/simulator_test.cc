@@ -15,6 +15,10 @@ namespace {
 
 const std::string kData = MIXNET_SIM_DATA_DIR;
 
+// What one rank of Tiny() dispatches per all-to-all, by hand: micro_batch 2 x
+// seq_len 1024 tokens, each to top_k 2 experts, hidden 1024 x 2 bytes (bf16).
+constexpr double kTinyRankBytes = 2.0 * 1024 * 2 * 1024 * 2;
+
 // One region of 8 servers (EP8 TP8), two pipeline stages, 2 layers.
 ModelConfig Tiny() {
   ModelConfig m;
@@ -91,7 +95,8 @@ TEST(SimWorkloadTest, ZipfSkewAndDrift) {
   const auto t = w->StageLayer(0);
   double row = 0;
   for (int j = 0; j < 8; ++j) row += t[0].hosts.at(3, j);
-  EXPECT_NEAR(row, w->RankDispatchBytes(), 1e-3);
+  EXPECT_EQ(w->RankDispatchBytes(), kTinyRankBytes);
+  EXPECT_NEAR(row, kTinyRankBytes, 1e-3);
 }
 
 TEST(SimWorkloadTest, TokenCountTraceDrivesTheMatrix) {
@@ -112,7 +117,7 @@ TEST(SimWorkloadTest, TokenCountTraceDrivesTheMatrix) {
   const auto t = w->StageLayer(1);
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j)
-      EXPECT_NEAR(t[0].hosts.at(i, j), j == 5 ? w->RankDispatchBytes() : 0.0, 1e-6);
+      EXPECT_NEAR(t[0].hosts.at(i, j), j == 5 ? kTinyRankBytes : 0.0, 1e-6);
   // Expert count mismatch is named.
   m.experts = 16;
   auto bad = Workload::Create(m, *l);
@@ -128,8 +133,7 @@ TEST(SimulatorTest, UniformIterationOnFatTreeIsAnalytic) {
   auto r = Simulate(m, o);
   ASSERT_TRUE(r.ok()) << r.status();
   // Per all-to-all each server sends 7/8 of its rank's bytes over 8 NICs.
-  const double rank_bytes = 2.0 * 1024 * 2 * 1024 * 2;
-  const double a2a = 7.0 / 8 * rank_bytes / (8 * 400e9 / 8);
+  const double a2a = 7.0 / 8 * kTinyRankBytes / (8 * 400e9 / 8);
   const int slots = m.micro_batches + m.pp - 1;
   const int per_mb = 2 * 4;  // 2 layers per stage x (dispatch, combine, 2 backward)
   EXPECT_NEAR(r->a2a_s, slots * per_mb * a2a, 1e-9);
