@@ -37,6 +37,7 @@ struct Flags {
   double report_timeout_ms = 500;
   double switch_timeout_ms = 10000;
   double overlap_ms = 0;
+  std::string router = "v1";
   std::string log_level;
 };
 
@@ -57,6 +58,7 @@ absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
   o.report_timeout = Ms(f.report_timeout_ms);
   o.switch_timeout = Ms(f.switch_timeout_ms);
   o.overlap_s = f.overlap_ms / 1000.0;
+  o.router = f.router;
   // The id is fixed here so that the switch drivers send it too.
   o.controller_id = absl::StrCat("ctl-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
   for (const std::string& arg : f.ocs) {
@@ -110,6 +112,12 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--overlap-ms", f.overlap_ms,
                  "switching time hidden behind compute (lowers the cost of a reconfiguration)")
+      ->capture_default_str();
+  app.add_option("--router", f.router,
+                 "the routing the workers run, which plans are scored with: v1 (circuits if any, "
+                 "else EPS) or v2 (each pair split over its circuits and EPS; COMMIT and DECISION "
+                 "carry the demand so that workers with MIXNET_ROUTER=v2 build the same split)")
+      ->check(CLI::IsMember({"v1", "v2"}))
       ->capture_default_str();
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error (default: MIXNET_LOG_LEVEL or info)")

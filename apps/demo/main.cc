@@ -109,6 +109,11 @@ int main(int argc, char** argv) {
   app.add_option("--plan-wait-ms", o.plan_wait_ms,
                  "mixnet: longest wait of a worker for the round planned for its next all-to-all")
       ->capture_default_str();
+  app.add_option("--router", o.router,
+                 "mixnet and static: v1 (a pair's bytes over its circuits if any, else EPS) or v2 "
+                 "(split over circuits and EPS by the plan's demand; the controller plans for it)")
+      ->check(CLI::IsMember({"v1", "v2"}))
+      ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
   app.add_option("--plot-dir", o.plot_dir, "write iterations.png (gnuplot) there");
   app.add_flag("--sweep", sweep,

@@ -85,8 +85,14 @@ uint64_t ExpectedBytes(const Workload& w, int64_t iterations) {
 // The static fabric's circuits: the planner's topology for the mean of the
 // first `first` iterations' matrices (every layer, both directions), planned
 // once as if from a profiling run.
-absl::StatusOr<std::vector<cluster::CircuitSpec>> StaticCircuits(const DemoOptions& o,
-                                                                 const Workload& w) {
+// The static fabric's one topology, and the mean matrix it was planned from
+// (host order, row-major).
+struct StaticPlan {
+  std::vector<cluster::CircuitSpec> circuits;
+  std::vector<double> demand;
+};
+
+absl::StatusOr<StaticPlan> StaticCircuits(const DemoOptions& o, const Workload& w) {
   ASSIGN_OR_RETURN(cluster::ClusterSpec spec,
                    cluster::ClusterSpec::Parse(FabricSpecYaml(FabricKind::kMixnet, o.shape),
                                                "static fabric spec"));
@@ -110,22 +116,23 @@ absl::StatusOr<std::vector<cluster::CircuitSpec>> StaticCircuits(const DemoOptio
   planner::PlannerOptions po;
   po.algorithm =
       o.planner == "greedy" ? planner::Algorithm::kGreedy : planner::Algorithm::kImproved;
+  po.circuit_only = o.router == "v1";  // score the routing the workers run
   planner::DecideOptions decide;
   decide.switch_s = 0;
   ASSIGN_OR_RETURN(planner::ClusterDecision d,
                    cp.Plan({mean}, std::vector<cluster::CircuitSpec>{}, po, decide));
-  return d.circuits;
+  return StaticPlan{d.circuits, mean.data()};
 }
 
 class Demo {
  public:
-  Demo(DemoOptions o, Workload w, std::string run_dir, OversubInfo oversub,
-       std::vector<cluster::CircuitSpec> static_circuits)
+  Demo(DemoOptions o, Workload w, std::string run_dir, OversubInfo oversub, StaticPlan static_plan)
       : o_(std::move(o)),
         w_(std::move(w)),
         run_dir_(std::move(run_dir)),
         oversub_(oversub),
-        static_circuits_(std::move(static_circuits)),
+        static_circuits_(std::move(static_plan.circuits)),
+        static_demand_(std::move(static_plan.demand)),
         expected_(ExpectedBytes(w_, o_.iterations)) {}
 
   PhaseResult RunPhase(FabricKind kind) {
@@ -172,6 +179,8 @@ class Demo {
     c.progress = o_.progress;
     c.counters = !o_.loopback;
     c.burst_ms = o_.burst_ms;
+    c.router = o_.router;
+    if (kind == FabricKind::kStatic && o_.router == "v2") c.static_demand = static_demand_;
     RETURN_IF_ERROR(WriteFile(c.spec_path, FabricSpecYaml(kind, shape, static_circuits_)));
     ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
     double uplink_gbps = 0;
@@ -282,6 +291,8 @@ class Demo {
                  o_.planner,
                  "--predictor",
                  o_.predictor,
+                 "--router",
+                 o_.router,
                  "--prepare-deadline-ms",
                  std::to_string(o_.prepare_deadline_ms)};
     RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl_argv_));
@@ -339,6 +350,7 @@ class Demo {
   const std::string run_dir_;
   const OversubInfo oversub_;
   const std::vector<cluster::CircuitSpec> static_circuits_;
+  const std::vector<double> static_demand_;
   const uint64_t expected_;
   std::vector<std::string> ctl_argv_;
 };
@@ -414,14 +426,14 @@ int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversu
               std::vector<PhaseResult>& phases) {
   std::vector<FabricKind> kinds;
   for (const std::string& f : o.fabrics) kinds.push_back(*ParseFabric(f));
-  std::vector<cluster::CircuitSpec> static_circuits;
+  StaticPlan static_plan;
   if (std::find(kinds.begin(), kinds.end(), FabricKind::kStatic) != kinds.end()) {
-    absl::StatusOr<std::vector<cluster::CircuitSpec>> c = StaticCircuits(o, w);
+    absl::StatusOr<StaticPlan> c = StaticCircuits(o, w);
     if (!c.ok()) {
       std::fprintf(stderr, "mixnet-demo: static topology: %s\n", c.status().ToString().c_str());
       return 1;
     }
-    static_circuits = *c;
+    static_plan = *std::move(c);
   }
   char tmpl[] = "/tmp/mixnet-demo-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
@@ -430,7 +442,7 @@ int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversu
     return 1;
   }
   const std::string run_dir = tmpl;
-  Demo demo(o, w, run_dir, oversub, static_circuits);
+  Demo demo(o, w, run_dir, oversub, std::move(static_plan));
   for (FabricKind k : kinds) {
     if (g_interrupted) break;
     std::fprintf(stderr, "# running the %s phase...\n", std::string(FabricName(k)).c_str());

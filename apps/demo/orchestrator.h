@@ -47,7 +47,11 @@ struct DemoOptions {
   std::string predictor = "last";
   int prepare_deadline_ms = 2000;
   int plan_wait_ms = 5000;  // longest wait of a worker for a planned round
-  double timeout_s = 0;     // per phase; 0: from the run length
+  // Routing of mixnet and static (controller --router, workers'
+  // MIXNET_ROUTER): v1 (circuits if any, else EPS) or v2 (split by the plan's
+  // demand; static splits by the mean matrix it was planned from).
+  std::string router = "v2";
+  double timeout_s = 0;  // per phase; 0: from the run length
   // Fault injection (mixnet phase): SIGKILL the controller this long after the
   // workers start (0: never), leave it down for controller_down_s, then
   // restart it on the same state dir; the summary reports the epochs.

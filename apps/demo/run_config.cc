@@ -43,7 +43,9 @@ std::string RunConfig::ToJson() const {
                       {"uplinks", uplinks},
                       {"progress", progress},
                       {"counters", counters},
-                      {"burst_ms", burst_ms}};
+                      {"burst_ms", burst_ms},
+                      {"router", router},
+                      {"static_demand", static_demand}};
   return j.dump(2);
 }
 
@@ -84,6 +86,8 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.progress = j.at("progress");
     c.counters = j.at("counters");
     c.burst_ms = j.at("burst_ms");
+    c.router = j.at("router");
+    c.static_demand = j.at("static_demand").get<std::vector<double>>();
     return c;
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: ", e.what()));

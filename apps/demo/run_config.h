@@ -43,9 +43,13 @@ struct RunConfig {
   // Rank 0 samples these links of the EPS namespace (oversub: leaf uplinks).
   std::string uplink_netns;
   std::vector<std::string> uplinks;
-  bool progress = true;  // rank 0 prints a line per iteration on stderr
-  double burst_ms = 1;   // the links' tbf bucket (for the floors)
-  bool counters = true;  // sample NIC counters (false in loopback mode: no NICs)
+  bool progress = true;       // rank 0 prints a line per iteration on stderr
+  double burst_ms = 1;        // the links' tbf bucket (for the floors)
+  bool counters = true;       // sample NIC counters (false in loopback mode: no NICs)
+  std::string router = "v2";  // the workers' routing (CommunicatorOptions::router)
+  // static, router v2: the demand its topology was planned from (hosts x
+  // hosts in host order, row-major), given to the communicator once.
+  std::vector<double> static_demand;
 
   std::string ToJson() const;
   static absl::StatusOr<RunConfig> FromJson(const std::string& text);

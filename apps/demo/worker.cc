@@ -145,7 +145,14 @@ class Worker {
     const std::vector<cluster::NicSpec> my_nics = me->nics;
     co.spec = std::move(spec);
     co.host = host_;
+    co.router = c_.router;
     ASSIGN_OR_RETURN(comm_, collectives::Communicator::Create(std::move(co)));
+    if (!c_.static_demand.empty()) {
+      router::RoutingPlan plan;
+      for (int h = 0; h < n_; ++h) plan.hosts.push_back(Workload::HostName(h));
+      plan.bytes = c_.static_demand;
+      RETURN_IF_ERROR(comm_->SetRouting(plan));
+    }
     if (!c_.controller.empty()) {
       control::WorkerAgentOptions ao;
       ao.controller = c_.controller;

@@ -3,14 +3,15 @@
 //
 // Static pairs use the one-phase protocol of alltoall.cc unchanged on the
 // wire (counts and data posted at once). A dynamic pair, per call:
-//  1. header: each end sends a PairHeader (counts + the ids of the direct
-//     links it offers now) over EPS path 0; nothing else is posted for the
-//     pair until the peer's header is in.
+//  1. header: each end sends a PairHeader (counts, the ids of the direct
+//     links it offers now and its EPS share, see SetRouting) over EPS path 0;
+//     nothing else is posted for the pair until the peer's header is in.
 //  2. data: both ends take the intersection of the two offers (id order) and
-//     split the bytes with SplitAcrossPaths over the common links, or over
-//     the EPS paths when there is none (router v1: circuits replace EPS for
-//     a pair they join), so both compute the same pieces; piece i travels
-//     with tag base+64+i on its path.
+//     cut each direction with SplitPair by that direction's sender's EPS
+//     share: over the common links only (share 0, router v1: circuits
+//     replace EPS for a pair they join), over links and EPS paths (router
+//     v2's split), or over the EPS paths when no link is common. Both ends
+//     compute the same pieces; piece i travels with tag base+64+i on its path.
 //  3. loss: a piece receive that fails on a direct link kills the link (its
 //     connection is destroyed first, so no late write lands), posts a receive
 //     for the re-send (base+128+i, EPS path 0, same offset) and lists the
@@ -23,6 +24,7 @@
 //     EPS, which is reliable, so one round suffices.
 // The call is over when every request it posted has completed.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -87,32 +89,61 @@ class TransferScope {
   Communicator& comm_;
 };
 
-// Router v1 semantics: a pair with common direct links stripes its bytes
-// over them only (speed-proportional); otherwise over its EPS paths.
 std::vector<Piece> MakePieces(size_t offset, size_t bytes, const std::vector<PeerPath>& eps,
-                              const DirectLinks& common) {
-  std::vector<double> gbps;
-  if (common.empty()) {
-    for (const PeerPath& p : eps) gbps.push_back(p.path.gbps);
-  } else {
-    for (const auto& l : common) gbps.push_back(l->path().gbps);
-  }
-  std::vector<size_t> sizes = SplitAcrossPaths(bytes, gbps);
-  std::vector<Piece> out(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    out[i].offset = offset;
-    out[i].len = sizes[i];
-    if (common.empty()) {
-      out[i].eps = i;
+                              const DirectLinks& common, double eps_share) {
+  std::vector<double> eps_gbps, link_gbps;
+  for (const PeerPath& p : eps) eps_gbps.push_back(p.path.gbps);
+  for (const auto& l : common) link_gbps.push_back(l->path().gbps);
+  std::vector<Piece> out;
+  for (const PieceSpec& ps : SplitPair(offset, bytes, eps_gbps, link_gbps, eps_share)) {
+    Piece p;
+    p.offset = ps.offset;
+    p.len = ps.len;
+    if (ps.direct) {
+      p.link = common[ps.index];
     } else {
-      out[i].link = common[i];
+      p.eps = ps.index;
     }
-    offset += sizes[i];
+    out.push_back(std::move(p));
   }
   return out;
 }
 
 }  // namespace
+
+std::vector<PieceSpec> SplitPair(size_t offset, size_t bytes, const std::vector<double>& eps_gbps,
+                                 const std::vector<double>& link_gbps, double eps_share) {
+  std::vector<PieceSpec> out;
+  auto add = [&](const std::vector<double>& gbps, size_t len, bool direct) {
+    std::vector<size_t> sizes = SplitAcrossPaths(len, gbps);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      out.push_back(PieceSpec{offset, sizes[i], direct, i});
+      offset += sizes[i];
+    }
+  };
+  if (link_gbps.empty()) {
+    add(eps_gbps, bytes, false);
+    return out;
+  }
+  if (!(eps_share > 0) || eps_gbps.empty()) {  // router v1 (or no EPS path)
+    add(link_gbps, bytes, true);
+    return out;
+  }
+  constexpr size_t kAlign = 4096;
+  const double share = std::min(eps_share, 1.0);
+  size_t on_eps = static_cast<size_t>(std::llround(static_cast<double>(bytes) * share /
+                                                   static_cast<double>(kAlign))) *
+                  kAlign;
+  if (share >= 1.0 || on_eps > bytes) on_eps = bytes;
+  add(link_gbps, bytes - on_eps, true);
+  add(eps_gbps, on_eps, false);
+  std::vector<PieceSpec> kept;
+  for (const PieceSpec& p : out) {
+    if (p.len > 0) kept.push_back(p);
+  }
+  if (kept.empty()) kept.push_back(out.front());
+  return kept;
+}
 
 absl::Status AlltoallvDynamic(Communicator& comm, const AlltoallvArgs& a, uint64_t tag) {
   const int n = comm.size();
@@ -121,8 +152,9 @@ absl::Status AlltoallvDynamic(Communicator& comm, const AlltoallvArgs& a, uint64
   char* recv = static_cast<char*>(a.recv);
 
   std::vector<CountPair> mine(n), theirs(n);
-  std::vector<DynPair> dyn(n);
-  std::vector<DirectLinks> offers = comm.BeginTransfer(kMaxLinks);
+  std::vector<DynPair> dyn(n);  // PairHeader is zero-initialised (padding included)
+  std::vector<double> eps_share;
+  std::vector<DirectLinks> offers = comm.BeginTransfer(kMaxLinks, &eps_share);
   TransferScope scope(comm);
   for (int peer = 0; peer < n; ++peer) dyn[peer].offered = std::move(offers[peer]);
 
@@ -181,6 +213,7 @@ absl::Status AlltoallvDynamic(Communicator& comm, const AlltoallvArgs& a, uint64
       d.mine.sends = a.send_counts[peer];
       d.mine.expects = a.recv_counts[peer];
       d.mine.n_links = static_cast<uint32_t>(d.offered.size());
+      d.mine.eps_share = peer < static_cast<int>(eps_share.size()) ? eps_share[peer] : 0.0;
       for (size_t i = 0; i < d.offered.size(); ++i) d.mine.links[i] = d.offered[i]->id();
       add(eps0(peer).Isend(&d.mine, sizeof(PairHeader), tag + kTagCounts), peer,
           OpKind::kHeaderSend);
@@ -239,8 +272,15 @@ absl::Status AlltoallvDynamic(Communicator& comm, const AlltoallvArgs& a, uint64
     }
     const std::vector<PeerPath>& eps = comm.paths_to(peer);
     if (d.common.size() > kMaxPieces) d.common.resize(kMaxPieces);
-    d.recv_pieces = MakePieces(a.recv_displs[peer], a.recv_counts[peer], eps, d.common);
-    d.send_pieces = MakePieces(a.send_displs[peer], a.send_counts[peer], eps, d.common);
+    if (!(d.theirs.eps_share >= 0 && d.theirs.eps_share <= 1)) {
+      return comm.Fail(absl::DataLossError(absl::StrCat(
+          "alltoallv: header from ", comm.PeerName(peer), " has EPS share ", d.theirs.eps_share)));
+    }
+    // Each direction is cut by its sender's weights.
+    d.recv_pieces =
+        MakePieces(a.recv_displs[peer], a.recv_counts[peer], eps, d.common, d.theirs.eps_share);
+    d.send_pieces =
+        MakePieces(a.send_displs[peer], a.send_counts[peer], eps, d.common, d.mine.eps_share);
     d.recv_left = d.recv_pieces.size();
     if (!d.common.empty()) {
       add(eps0(peer).Irecv(&d.receipt_in, sizeof(Receipt), tag + kTagReceipt), peer,

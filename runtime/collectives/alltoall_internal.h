@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "runtime/collectives/alltoall.h"
@@ -39,15 +40,34 @@ struct CountPair {
 };
 
 // Dynamic pairs: counts plus the direct links (DirectLink::id) the sender
-// considers usable for this call. Both ends use the intersection.
-inline constexpr uint32_t kHeaderMagic = 0x4D584844u;  // "MXHD"
+// considers usable for this call. Both ends use the intersection. `eps_share`
+// is the share of the sender's bytes that go over EPS when the intersection
+// is not empty (router v2's weights; 0 under v1): the receiver cuts its
+// pieces by the sender's share, so ends with different routers interoperate.
+inline constexpr uint32_t kHeaderMagic = 0x4D584832u;  // "MXH2" (v2: with eps_share)
 struct PairHeader {
   uint32_t magic;
   uint32_t n_links;
   uint64_t sends;
   uint64_t expects;
+  double eps_share;
   uint64_t links[kMaxLinks];
 };
+
+// The pieces of `bytes` at `offset` for one direction of a dynamic pair
+// (pure; both ends compute the same list). No common link: split over the EPS
+// paths by speed. Common links and eps_share 0 (router v1): over the links by
+// speed. Otherwise round(bytes x eps_share) to 4 KiB goes over the EPS paths
+// and the rest over the links, each by speed; empty pieces are left out (one
+// is kept when bytes is 0). `eps_gbps` / `link_gbps`: the paths' speeds.
+struct PieceSpec {
+  size_t offset = 0;
+  size_t len = 0;
+  bool direct = false;  // on common link `index`, else on EPS path `index`
+  size_t index = 0;
+};
+std::vector<PieceSpec> SplitPair(size_t offset, size_t bytes, const std::vector<double>& eps_gbps,
+                                 const std::vector<double>& link_gbps, double eps_share);
 
 // Receiver -> sender once every original piece receive of the pair is done:
 // the pieces that did not arrive (empty: OK, the sender may complete).

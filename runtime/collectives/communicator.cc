@@ -106,6 +106,7 @@ absl::StatusOr<CommunicatorOptions> CommunicatorOptions::FromSettings(int rank, 
   o.store = store;
   o.transport = s.transport;
   o.intra_host = s.intra_host;
+  o.router = s.router;
   o.progress_cpus = s.progress_cpus;
   o.timeout = absl::Milliseconds(s.timeout_ms);
   o.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
@@ -166,6 +167,11 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   spec_ = *o.spec;
   host_ = o.host;
   transport_ = o.transport;
+  if (o.router != "v1" && o.router != "v2") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("communicator: router '", o.router, "' must be v1 or v2"));
+  }
+  router_ = o.router;
   connect_timeout_ = o.connect_timeout;
   const cluster::ClusterSpec& spec = spec_;
   router::Topology topology = o.topology.value_or(router::Topology{0, spec.circuits});
@@ -360,6 +366,8 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     absl::MutexLock lock(&topo_mu_);
     links_ = std::move(made);
     installed_epoch_ = topology.epoch;
+    installed_topology_ = topology;
+    eps_share_.assign(world_size_, 0.0);
     installed_keys_ = DirectKeys(routes_);
   }
   log::Debug("rank {} on {}: connected to {} peers over {} devices", rank_, o.host, world_size_ - 1,

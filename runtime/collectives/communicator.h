@@ -58,6 +58,10 @@ struct CommunicatorOptions {
   // Ranks on one host: "local" (the intra-host transport, used when both ends
   // offer it) or "nic" (`transport` over the host's NIC).
   std::string intra_host = "local";
+  // "v2": split each dynamic pair's bytes over its circuits and EPS by the
+  // weights of the controller's plan (SetRouting); "v1": ignore plans
+  // (circuits if any, else EPS). MIXNET_ROUTER.
+  std::string router = "v2";
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
   // CPUs for the devices' progress threads: "auto" (the process's allowed
   // CPUs), a list ("0,2,8-11") or "none" (left to the scheduler). Device k
@@ -124,6 +128,15 @@ class Communicator : public router::TopologyFollower {
   absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
   void Abort(uint64_t epoch) override;
   uint64_t installed_epoch() const override;
+  // Router v2: builds the route table of the installed topology from the
+  // plan's demand and keeps, per dynamic peer, the share of its bytes to send
+  // over EPS while circuits join the pair (route_table_v2.h, EpsShare). A
+  // Commit resets the shares to v1's (0) until the next plan. Ignored (OK)
+  // when the communicator runs router v1.
+  absl::Status SetRouting(const router::RoutingPlan& plan) override;
+  // The EPS share SetRouting gave `peer` (0: v1, circuits only).
+  double eps_share(int peer) const;
+  const std::string& router() const { return router_; }
 
   int rank() const { return rank_; }
   // What carries bytes between ranks of one host: "local" when this rank
@@ -154,7 +167,9 @@ class Communicator : public router::TopologyFollower {
   // order, at most `max_per_peer` each. Offering and registering happen under
   // one lock, so a Prepare either sees the transfer or restricts its offer.
   // EndTransfer lets go; Prepare waits for transfers that offered more.
-  std::vector<DirectLinks> BeginTransfer(size_t max_per_peer);
+  // `eps_share` (optional) gets each peer's EPS share (see SetRouting).
+  std::vector<DirectLinks> BeginTransfer(size_t max_per_peer,
+                                         std::vector<double>* eps_share = nullptr);
   void EndTransfer();
   // What BeginTransfer would offer `peer` now, without registering.
   DirectLinks OfferDirect(int peer);
@@ -225,6 +240,7 @@ class Communicator : public router::TopologyFollower {
   absl::Duration timeout_;
   absl::Duration connect_timeout_;
   std::string transport_;
+  std::string router_ = "v2";
   cluster::ClusterSpec spec_;
   std::string host_;
   std::vector<std::string> hosts_;
@@ -254,6 +270,8 @@ class Communicator : public router::TopologyFollower {
   absl::Mutex commit_mu_;  // one Commit at a time
   mutable absl::Mutex topo_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
   uint64_t installed_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
+  router::Topology installed_topology_ ABSL_GUARDED_BY(topo_mu_);
+  std::vector<double> eps_share_ ABSL_GUARDED_BY(topo_mu_);   // per peer rank
   std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);  // per peer, id order
   // While a Prepare is pending: its epoch and the NIC pairs ("local>remote"
   // per peer host) of the target's circuits; only links over those are offered.

@@ -12,6 +12,7 @@
 #include "runtime/collectives/communicator.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
+#include "runtime/router/route_table_v2.h"
 
 namespace mixnet::collectives {
 namespace {
@@ -131,11 +132,13 @@ DirectLinks Communicator::OfferDirect(int peer) {
   return out;
 }
 
-std::vector<DirectLinks> Communicator::BeginTransfer(size_t max_per_peer) {
+std::vector<DirectLinks> Communicator::BeginTransfer(size_t max_per_peer,
+                                                     std::vector<double>* eps_share) {
   std::vector<DirectLinks> out(world_size_);
   DirectLinks dead;
   {
     absl::MutexLock lock(&topo_mu_);
+    if (eps_share != nullptr) *eps_share = eps_share_;
     transfer_links_.clear();
     for (int peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_ || !dynamic_[peer]) continue;
@@ -238,6 +241,8 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
     }
     installed_keys_ = keys;
     installed_epoch_ = target.epoch;
+    installed_topology_ = target;
+    eps_share_.assign(world_size_, 0.0);  // v1 until the plan for this topology
     restricted_ = false;
     allowed_.clear();
   }
@@ -260,6 +265,39 @@ void Communicator::Abort(uint64_t epoch) {
     restricted_ = false;
     allowed_.clear();
   }
+}
+
+absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
+  if (router_ != "v2") return absl::OkStatus();
+  router::Topology topology;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    topology = installed_topology_;
+  }
+  const std::string what =
+      absl::StrCat("rank ", rank_, " (host ", host_, "): routing for epoch ", topology.epoch);
+  absl::StatusOr<TrafficMatrix> demand = router::PlanDemand(spec_, plan);
+  if (!demand.ok()) return Annotate(demand.status(), what);
+  absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
+      spec_, topology, host_, *demand, router::RouterV2Options{.relay = plan.relay});
+  if (!table.ok()) return Annotate(table.status(), what);
+  std::vector<double> share(world_size_, 0.0);
+  for (int peer = 0; peer < world_size_; ++peer) {
+    if (peer != rank_ && dynamic_[peer]) share[peer] = router::EpsShare(*table, hosts_[peer]);
+  }
+  absl::MutexLock lock(&topo_mu_);
+  // A Commit since we read the topology: these weights are for the old one.
+  if (installed_topology_.epoch != topology.epoch) {
+    return absl::AbortedError(
+        absl::StrCat(what, ": epoch ", installed_topology_.epoch, " was installed meanwhile"));
+  }
+  eps_share_ = std::move(share);
+  return absl::OkStatus();
+}
+
+double Communicator::eps_share(int peer) const {
+  absl::MutexLock lock(&topo_mu_);
+  return peer >= 0 && peer < static_cast<int>(eps_share_.size()) ? eps_share_[peer] : 0.0;
 }
 
 uint64_t Communicator::installed_epoch() const {

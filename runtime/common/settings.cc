@@ -63,6 +63,10 @@ absl::StatusOr<Settings> Settings::FromEnv(
     return absl::InvalidArgumentError(
         absl::StrCat("MIXNET_INTRA_HOST='", s.intra_host, "' must be local or nic"));
   }
+  if (s.router != "v1" && s.router != "v2") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_ROUTER='", s.router, "' must be v1 or v2"));
+  }
   if (s.eager_bytes < 0 || s.local_eager_bytes < 0) {
     return absl::InvalidArgumentError(
         "MIXNET_EAGER_BYTES and MIXNET_LOCAL_EAGER_BYTES must be >= 0");

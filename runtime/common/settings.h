@@ -39,6 +39,10 @@ namespace mixnet {
   X(std::string, intra_host, "MIXNET_INTRA_HOST", "local",                                       \
     "path between ranks on one host: local (Unix socket; large messages copied once, straight "  \
     "from the sender's memory) or nic (the data-plane transport over the host's NIC)")           \
+  X(std::string, router, "MIXNET_ROUTER", "v2",                                                  \
+    "routing of a worker's collectives: v2 (split each peer's bytes over its circuits and EPS "  \
+    "by the weights of the controller's plan, when the controller sends them) or v1 (circuits "  \
+    "if any, else EPS)")                                                                         \
   X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                  \
     "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "   \
     "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "   \

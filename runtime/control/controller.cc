@@ -62,6 +62,10 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
       options.report_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("controller deadlines and report timeout must be > 0");
   }
+  if (options.router != "v1" && options.router != "v2") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("controller: router '", options.router, "' must be v1 or v2"));
+  }
   ASSIGN_OR_RETURN(planner::ClusterPlanner planner,
                    planner::ClusterPlanner::Create(options.spec, Alpha(options.spec)));
   ASSIGN_OR_RETURN(EpochStore store, EpochStore::Open(options.state_dir));
@@ -453,6 +457,7 @@ v1::ControllerStatus Controller::GetStatus() const {
   *st.mutable_topology() = TopologyProto(committed_epoch_, committed_);
   st.set_highest_epoch(highest_epoch_);
   st.set_fenced(fenced_);
+  st.set_router(opt_.router);
   for (size_t r = 0; r < regions_.size(); ++r) {
     v1::RegionStatus* rs = st.add_regions();
     rs->set_name(regions_[r].reports.region());
@@ -461,6 +466,8 @@ v1::ControllerStatus Controller::GetStatus() const {
     rs->set_rounds_committed(regions_[r].committed);
     rs->set_rounds_aborted(regions_[r].aborted);
     rs->set_rounds_skipped(regions_[r].skipped);
+    rs->set_last_predicted_ms(regions_[r].last_predicted_ms);
+    rs->set_last_current_ms(regions_[r].last_current_ms);
   }
   return st;
 }

@@ -56,7 +56,13 @@ struct ControllerOptions {
   // A matrix is planned with the rows that came this long after its first.
   absl::Duration report_timeout = absl::Milliseconds(500);
   absl::Duration switch_timeout = absl::Seconds(10);  // per switch read / Apply
-  double overlap_s = 0;       // switching time hidden behind compute (DecideOptions)
+  double overlap_s = 0;  // switching time hidden behind compute (DecideOptions)
+  // The routing the workers run, which plans are scored with: "v1" (a pair's
+  // bytes over its circuits if any, else EPS) or "v2" (each pair split over
+  // its circuits and EPS by the fluid model; COMMIT and DECISION carry the
+  // plan's demand so the workers build the same split). Relays are not
+  // planned: the data plane does not forward through hosts yet.
+  std::string router = "v1";
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 
@@ -114,6 +120,7 @@ class Controller {
   struct RegionState {
     RegionReports reports;
     uint64_t committed = 0, aborted = 0, skipped = 0;
+    double last_predicted_ms = 0, last_current_ms = 0;  // the latest decision's model times
   };
   struct Round {
     uint64_t epoch = 0;
@@ -151,11 +158,16 @@ class Controller {
   // Runs one round towards `target` for `regions`; true when committed.
   // `answers` (by region) are sent as DECISION(reconfigure, epoch) before
   // the PREPARE, or as DECISION(no) when the round cannot start.
+  // `routing` (by region, router v2): the demand each region was planned
+  // for, sent with COMMIT to that region's workers.
   bool RunRound(const std::vector<cluster::CircuitSpec>& target, const std::set<int>& regions,
-                const GateKey& key, const std::map<int, PlanAnswer>& answers = {});
-  // DECISION for `a` to the watching workers of `region`.
+                const GateKey& key, const std::map<int, PlanAnswer>& answers = {},
+                const std::map<int, v1::Routing>& routing = {});
+  // DECISION for `a` to the watching workers of `region` (with `routing`
+  // when given: the weights for the installed topology).
   void SendDecisionLocked(int region, const PlanAnswer& a, bool reconfigure, uint64_t epoch,
-                          const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          const std::string& reason, const v1::Routing* routing = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string regions_label(int region) const;
   void AbortRoundLocked(uint64_t epoch, const std::set<std::string>& to, const std::string& reason,
                         const std::set<int>& regions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -170,6 +170,7 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   if (newest.empty() && requested.empty()) return;
   planner::PlannerOptions po;
   po.algorithm = opt_.algorithm;
+  po.circuit_only = opt_.router == "v1";  // score the routing the workers run
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;
@@ -186,13 +187,31 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   std::set<int> planned;
   for (const auto& [r, c] : newest) planned.insert(r);
   for (const auto& [r, a] : answers) planned.insert(r);
+  // Router v2: each planned region's demand, for the workers' split.
+  std::map<int, v1::Routing> routing;
+  if (opt_.router == "v2") {
+    for (int r : planned) {
+      v1::Routing& out = routing[r];
+      out.set_version(2);
+      out.set_relay(false);
+      for (const std::string& h : regions[r].input().hosts) out.add_hosts(h);
+      for (double b : demands[r].data()) out.add_bytes(b);
+    }
+  }
   for (int r : planned) {
     const planner::RegionDecision& rd = d->regions[r];
     auto a = answers.find(r);
+    const double current_ms = rd.plan.current_completion_s * 1e3;
+    const double predicted_ms =
+        (rd.decision.reconfigure ? rd.plan.completion_s : rd.plan.current_completion_s) * 1e3;
     if (a != answers.end()) {
-      a->second.current_ms = rd.plan.current_completion_s * 1e3;
-      a->second.predicted_ms =
-          (rd.decision.reconfigure ? rd.plan.completion_s : rd.plan.current_completion_s) * 1e3;
+      a->second.current_ms = current_ms;
+      a->second.predicted_ms = predicted_ms;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      regions_[r].last_current_ms = current_ms;
+      regions_[r].last_predicted_ms = predicted_ms;
     }
     if (rd.decision.reconfigure) {
       affected.insert(r);
@@ -205,7 +224,8 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
     absl::MutexLock lock(&mu_);
     regions_[r].skipped++;
     if (a != answers.end() && dirty_switches_.empty()) {
-      SendDecisionLocked(r, a->second, false, 0, why);
+      auto rt = routing.find(r);
+      SendDecisionLocked(r, a->second, false, 0, why, rt == routing.end() ? nullptr : &rt->second);
     }
   }
   if (!dirty_switches_.empty()) {
@@ -222,7 +242,9 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
         regions_[r].skipped++;
         auto a = answers.find(r);
         if (a != answers.end()) {
-          SendDecisionLocked(r, a->second, false, 0, "the plan equals the installed circuits");
+          auto rt = routing.find(r);
+          SendDecisionLocked(r, a->second, false, 0, "the plan equals the installed circuits",
+                             rt == routing.end() ? nullptr : &rt->second);
         }
       }
       return;
@@ -232,11 +254,16 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   for (int r : affected) {
     if (auto a = answers.find(r); a != answers.end()) round_answers.insert(*a);
   }
-  RunRound(d->circuits, affected, planned_for, round_answers);
+  std::map<int, v1::Routing> round_routing;
+  for (int r : affected) {
+    if (auto rt = routing.find(r); rt != routing.end()) round_routing.insert(*rt);
+  }
+  RunRound(d->circuits, affected, planned_for, round_answers, round_routing);
 }
 
 void Controller::SendDecisionLocked(int region, const PlanAnswer& a, bool reconfigure,
-                                    uint64_t epoch, const std::string& reason) {
+                                    uint64_t epoch, const std::string& reason,
+                                    const v1::Routing* routing) {
   v1::TopologyEvent ev;
   ev.set_kind(v1::TopologyEvent::DECISION);
   ev.mutable_topology()->set_epoch(epoch);
@@ -250,6 +277,7 @@ void Controller::SendDecisionLocked(int region, const PlanAnswer& a, bool reconf
   ev.set_direction(v1::DISPATCH);
   ev.set_predicted_ms(a.predicted_ms);
   ev.set_current_ms(a.current_ms);
+  if (routing != nullptr) *ev.mutable_routing() = *routing;
   for (const auto& [id, s] : sessions_) {
     if (s->region == region && s->watch_gen != 0) SendLocked(id, ev);
   }
@@ -277,7 +305,8 @@ void Controller::AbortRoundLocked(uint64_t epoch, const std::set<std::string>& t
 
 bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
                           const std::set<int>& regions, const GateKey& key,
-                          const std::map<int, PlanAnswer>& answers) {
+                          const std::map<int, PlanAnswer>& answers,
+                          const std::map<int, v1::Routing>& routing) {
   const std::vector<CircuitKey> target = Normalized(target_specs);
   uint64_t epoch = 0;
   std::vector<CircuitKey> current;
@@ -400,11 +429,27 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   ev.set_deadline_ms(Ms(opt_.commit_deadline));
   ev.set_layer(key.layer);
   ev.set_direction(v1::DISPATCH);
+  double predicted_ms = 0, current_ms = 0;  // the slowest region's (for the workers' log)
+  for (int r : regions) {
+    predicted_ms = std::max(predicted_ms, regions_[r].last_predicted_ms);
+    current_ms = std::max(current_ms, regions_[r].last_current_ms);
+  }
+  ev.set_predicted_ms(predicted_ms);
+  ev.set_current_ms(current_ms);
   std::set<std::string> to;
   for (const auto& [id, s] : sessions_) {
     if (regions.count(s->region) != 0 && s->watch_gen != 0) to.insert(id);
   }
-  for (const std::string& w : to) SendLocked(w, ev);
+  for (const std::string& w : to) {
+    auto rt = routing.find(sessions_.at(w)->region);
+    if (rt == routing.end()) {
+      SendLocked(w, ev);
+      continue;
+    }
+    v1::TopologyEvent with = ev;
+    *with.mutable_routing() = rt->second;
+    SendLocked(w, std::move(with));
+  }
   for (int r : regions) regions_[r].committed++;
   round_ = Round{epoch, true, to, {}};
   log::Info("controller: epoch {}: COMMIT region(s) {} ({} switches changed, {} workers)", epoch,

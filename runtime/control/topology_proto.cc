@@ -36,6 +36,24 @@ v1::Topology TopologyToProto(const router::Topology& topology) {
   return t;
 }
 
+router::RoutingPlan RoutingFromProto(const v1::Routing& proto) {
+  router::RoutingPlan p;
+  p.version = static_cast<int>(proto.version());
+  p.relay = proto.relay();
+  p.hosts.assign(proto.hosts().begin(), proto.hosts().end());
+  p.bytes.assign(proto.bytes().begin(), proto.bytes().end());
+  return p;
+}
+
+v1::Routing RoutingToProto(const router::RoutingPlan& plan) {
+  v1::Routing r;
+  r.set_version(static_cast<uint32_t>(plan.version));
+  r.set_relay(plan.relay);
+  for (const std::string& h : plan.hosts) r.add_hosts(h);
+  for (double b : plan.bytes) r.add_bytes(b);
+  return r;
+}
+
 v1::Direction DirectionToProto(Direction direction) {
   return direction == Direction::kCombine ? v1::COMBINE : v1::DISPATCH;
 }

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
@@ -157,6 +158,20 @@ class WorkerAgent::Impl {
     }
   }
 
+  // Router v2 weights carried by `ev`, to the follower (see SetRouting).
+  void ApplyRoutingLocked(const v1::TopologyEvent& ev, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(follower_mu_) {
+    if (!ev.has_routing() || ev.routing().version() < 2 || follower_ == nullptr) return;
+    absl::Status st = follower_->SetRouting(RoutingFromProto(ev.routing()));
+    absl::MutexLock l(&mu_);
+    ++stats_.routings;
+    if (!st.ok()) {
+      ++stats_.routing_errors;
+      log::Warn("worker {}: routing of {} for epoch {}: {}", o_.worker_id, what,
+                ev.topology().epoch(), st.ToString());
+    }
+  }
+
   bool Register() {
     v1::RegisterRequest req;
     req.set_worker_id(o_.worker_id);
@@ -280,11 +295,20 @@ class WorkerAgent::Impl {
               installed_no_follower_ = target.epoch;
             }
             (void)InstalledEpochLocked();
-            absl::MutexLock l(&mu_);
-            ++stats_.commits;
-            if (!st.ok()) ++stats_.commit_errors;
+            {
+              absl::MutexLock l(&mu_);
+              ++stats_.commits;
+              if (!st.ok()) ++stats_.commit_errors;
+            }
+            ApplyRoutingLocked(ev, "COMMIT");
           }
         }
+        log::Info("worker {}: epoch {} installed{}", o_.worker_id, target.epoch,
+                  ev.predicted_ms() > 0
+                      ? absl::StrFormat(" (router v%d; model: all-to-all %.2f ms, %.2f ms before)",
+                                        ev.has_routing() ? ev.routing().version() : 1,
+                                        ev.predicted_ms(), ev.current_ms())
+                      : std::string());
         {
           absl::MutexLock l(&mu_);
           committed_ = target;
@@ -319,6 +343,10 @@ class WorkerAgent::Impl {
                    ev.reconfigure() ? absl::StrCat("round ", target.epoch) : "keep",
                    ev.predicted_ms(), ev.current_ms(),
                    ev.reason().empty() ? "" : absl::StrCat(": ", ev.reason()));
+        if (!ev.reconfigure()) {  // a switching plan's weights come with its COMMIT
+          absl::MutexLock fl(&follower_mu_);
+          ApplyRoutingLocked(ev, "DECISION");
+        }
         plans_.OnDecision(t, ev.reconfigure(), target.epoch, ev.reason(), ev.predicted_ms(),
                           ev.current_ms());
         return;

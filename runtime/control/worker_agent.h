@@ -74,7 +74,9 @@ struct WorkerAgentStats {
   uint64_t commits = 0;           // COMMITs (and newer SNAPSHOTs) installed
   uint64_t commit_errors = 0;     // installed, but a new circuit failed to connect
   uint64_t aborts = 0;
-  uint64_t stale_events = 0;  // ignored: epoch below the installed one
+  uint64_t routings = 0;        // router v2 weights handed to the follower (COMMIT, DECISION)
+  uint64_t routing_errors = 0;  // ... that it refused
+  uint64_t stale_events = 0;    // ignored: epoch below the installed one
   uint64_t reports_sent = 0;
   uint64_t reports_dropped = 0;
   uint64_t reconnects = 0;  // registrations after the first

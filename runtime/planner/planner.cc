@@ -198,6 +198,12 @@ double ScoreAdjacency(const FluidModel& model, const Adjacency& adj, bool relay)
   return OptimiseRouting(model, adj, RoutingOptions{.relay = true}).completion_s;
 }
 
+double ScoreAdjacency(const FluidModel& model, const Adjacency& adj,
+                      const PlannerOptions& options) {
+  if (options.circuit_only) return CircuitOnlyRouting(model, adj).completion_s;
+  return ScoreAdjacency(model, adj, options.relay);
+}
+
 }  // namespace
 
 double ScoreCircuits(const Region& region, const FluidModel& model,
@@ -213,7 +219,7 @@ absl::StatusOr<RegionPlan> PlanRegion(const Region& region, const TrafficMatrix&
   RegionPlan plan;
   plan.algorithm = options.algorithm;
   plan.lower_bound_s = model.LowerBound(region.ocs_Bps());
-  plan.current_completion_s = ScoreAdjacency(model, region.ToAdjacency(current), options.relay);
+  plan.current_completion_s = ScoreAdjacency(model, region.ToAdjacency(current), options);
   if (options.algorithm == Algorithm::kImproved &&
       plan.current_completion_s <= plan.lower_bound_s * (1 + 1e-12)) {
     // Nothing beats the bound: keep the current topology.
@@ -227,12 +233,12 @@ absl::StatusOr<RegionPlan> PlanRegion(const Region& region, const TrafficMatrix&
   internal::PortAssignment ports;
   if (options.algorithm == Algorithm::kGreedy) {
     ports = internal::AssignPorts(region, greedy, current);
-    plan.completion_s = ScoreAdjacency(model, greedy.adjacency(), options.relay);
+    plan.completion_s = ScoreAdjacency(model, greedy.adjacency(), options);
   } else {
     internal::PlanGraph g(region);
     internal::ImprovedPlan(model, region, internal::CurrentCounts(region, current), options, g);
-    plan.completion_s = ScoreAdjacency(model, g.adjacency(), options.relay);
-    const double greedy_s = ScoreAdjacency(model, greedy.adjacency(), options.relay);
+    plan.completion_s = ScoreAdjacency(model, g.adjacency(), options);
+    const double greedy_s = ScoreAdjacency(model, greedy.adjacency(), options);
     if (greedy_s < plan.completion_s) {
       ports = internal::AssignPorts(region, greedy, current);
       plan.completion_s = greedy_s;

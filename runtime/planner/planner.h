@@ -122,6 +122,10 @@ struct PlannerOptions {
   // Slower (a binary search per score); the planner's inner loops always use
   // the exact direct model.
   bool relay = false;
+  // Score plans with the routing of router v1 instead (routing.h,
+  // CircuitOnlyRouting: a pair's bytes over its circuits if it has any, else
+  // over EPS), for a controller whose workers run v1; overrides `relay`.
+  bool circuit_only = false;
 };
 
 struct RegionPlan {

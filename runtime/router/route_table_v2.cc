@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -32,6 +33,59 @@ struct Hop {
 };
 
 }  // namespace
+
+absl::StatusOr<TrafficMatrix> PlanDemand(const ClusterSpec& spec, const RoutingPlan& plan) {
+  if (plan.version != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("routing plan: version ", plan.version, " is not 2"));
+  }
+  const size_t k = plan.hosts.size();
+  if (plan.bytes.size() != k * k) {
+    return absl::InvalidArgumentError(absl::StrCat("routing plan: ", plan.bytes.size(),
+                                                   " matrix entries for ", k, " hosts (want ",
+                                                   k * k, ")"));
+  }
+  std::vector<int> index(k, -1);
+  std::map<std::string_view, int> spec_index;
+  for (size_t i = 0; i < spec.hosts.size(); ++i) {
+    spec_index.emplace(spec.hosts[i].name, static_cast<int>(i));
+  }
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < k; ++i) {
+    auto it = spec_index.find(plan.hosts[i]);
+    if (it == spec_index.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("routing plan: host '", plan.hosts[i],
+                                                     "' is not in cluster spec '", spec.name, "'"));
+    }
+    if (!seen.insert(plan.hosts[i]).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("routing plan: host '", plan.hosts[i], "' is listed twice"));
+    }
+    index[i] = it->second;
+  }
+  TrafficMatrix out(static_cast<int>(spec.hosts.size()));
+  for (size_t i = 0; i < k; ++i) {
+    for (size_t j = 0; j < k; ++j) {
+      const double v = plan.bytes[i * k + j];
+      if (!std::isfinite(v) || v < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("routing plan: traffic from host ", plan.hosts[i], " to host ",
+                         plan.hosts[j], " is ", v, " bytes; must be finite and >= 0"));
+      }
+      out.at(index[i], index[j]) = v;
+    }
+  }
+  return out;
+}
+
+double EpsShare(const RouteTable& table, std::string_view peer_host) {
+  double eps = 0, all = 0;
+  for (const Path& p : table.PathsTo(peer_host)) {
+    all += p.weight;
+    if (p.kind == PathKind::kEps || p.kind == PathKind::kRelay) eps += p.weight;
+  }
+  return all > 0 ? std::clamp(eps / all, 0.0, 1.0) : 1.0;
+}
 
 absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topology& topology,
                                              std::string_view local_host,

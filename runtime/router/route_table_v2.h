@@ -17,7 +17,9 @@
 // EpsPathsTo is v1's, whatever the split.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/cluster/cluster_spec.h"
@@ -29,6 +31,26 @@ namespace mixnet::router {
 struct RouterV2Options {
   bool relay = true;  // allow kRelay paths
 };
+
+// A controller's routing for one plan (mixnet.control.v1.Routing): the
+// demand matrix of the plan's regions, over `hosts` (names of the spec).
+struct RoutingPlan {
+  int version = 2;
+  bool relay = false;
+  std::vector<std::string> hosts;
+  std::vector<double> bytes;  // row-major, hosts.size() squared
+};
+
+// The plan's matrix in spec.hosts order (hosts it does not name: 0).
+// InvalidArgument naming the culprit for a version other than 2, a size
+// mismatch, an unknown or repeated host, or a negative or non-finite entry.
+absl::StatusOr<TrafficMatrix> PlanDemand(const cluster::ClusterSpec& spec, const RoutingPlan& plan);
+
+// The share of the bytes to `peer_host` that a table sends over EPS when
+// the pair's circuits are usable: the weights of its kEps and kRelay paths
+// (the data plane carries relay shares over EPS; see alltoall_dynamic.cc).
+// 0 for a pair whose paths are all circuits (router v1), 1 for one with none.
+double EpsShare(const RouteTable& table, std::string_view peer_host);
 
 // `demand` holds bytes per ordered host pair, indexed in spec.hosts order
 // (spec.hosts.size() square); only the local host's region is used.

@@ -23,6 +23,11 @@
 //    cannot be made by `deadline` stays unused (EPS carries its bytes) and the
 //    error is returned, but the epoch is installed anyway.
 //  - Abort(epoch): the round for `epoch` is off: lifts the restriction.
+//  - SetRouting(plan) (router v2): re-weight the split of each peer's bytes
+//    over its circuits and EPS from the controller's demand, on the
+//    installed topology; a Commit without one falls back to v1's routing
+//    (circuits if any, else EPS). Each sender splits by its own weights and
+//    tells the receiver, so the ends of a pair need not agree on them.
 //  - A direct path that dies without warning is dropped by the data plane on
 //    its own (its bytes go over EPS) and is not used again until a Commit
 //    brings a fresh connection over that circuit.
@@ -33,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/router/route_table.h"
+#include "runtime/router/route_table_v2.h"
 
 namespace mixnet::router {
 
@@ -42,6 +48,13 @@ class TopologyFollower {
   virtual absl::Status Prepare(const Topology& target, absl::Time deadline) = 0;
   virtual absl::Status Commit(const Topology& target, absl::Time deadline) = 0;
   virtual void Abort(uint64_t epoch) = 0;
+  // Router v2 weights for the installed topology; a follower that does not
+  // split (router v1) ignores them. InvalidArgument for a plan that does not
+  // fit the cluster spec (the follower keeps its routing).
+  virtual absl::Status SetRouting(const RoutingPlan& plan) {
+    (void)plan;
+    return absl::OkStatus();
+  }
   // The epoch of the topology installed now (the initial one, then each Commit).
   virtual uint64_t installed_epoch() const = 0;
 };

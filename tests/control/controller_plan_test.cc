@@ -8,7 +8,8 @@
 //   - PREDICTED from the previous iteration's forward matrix of that layer,
 //     when those circuits are installed already, is declined without a round;
 //   - backward rows do not feed the predictor;
-//   - PlanTracker (the worker side) waits for the decision and the round's end.
+//   - PlanTracker (the worker side) waits for the decision and the round's end;
+//   - a v2 controller sends the planned demand with COMMIT and DECISION(keep).
 // The test thread plus one watch reader thread per fake worker.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,6 +34,7 @@ class ControllerPlanTest : public ::testing::Test {
     setup_.spec_yaml = MakeSpecYaml({kR0}, {"ocs0"});
     setup_.state_dir = dir_.path() + "/ctl";
     setup_.listen = "unix:" + dir_.path() + "/ctl.sock";
+    setup_.router = Router();
     auto server = StartController(setup_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -51,6 +53,7 @@ class ControllerPlanTest : public ::testing::Test {
       workers_.push_back(std::move(w));
     }
   }
+  virtual std::string Router() const { return "v1"; }
   void TearDown() override {
     workers_.clear();
     if (server_) server_->Shutdown(absl::Seconds(1));
@@ -188,6 +191,66 @@ TEST_F(ControllerPlanTest, PlanRequestWithoutSourceIsRejected) {
   grpc::Status s = writer->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("without a source"));
+}
+
+// A v1 controller sends no routing; GetStatus names the router and the
+// latest decision's model times.
+TEST_F(ControllerPlanTest, V1SendsNoRouting) {
+  Report(0, 1, cv1::BACKWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX));
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 2);
+  ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  cv1::TopologyEvent c = ExpectAll(cv1::TopologyEvent::COMMIT, 2);
+  EXPECT_FALSE(c.has_routing());
+  EXPECT_DOUBLE_EQ(c.predicted_ms(), d.predicted_ms());
+  cv1::ControllerStatus st = Status(*stub_);
+  EXPECT_EQ(st.router(), "v1");
+  ASSERT_EQ(st.regions_size(), 1);
+  EXPECT_DOUBLE_EQ(st.regions(0).last_predicted_ms(), d.predicted_ms());
+  EXPECT_DOUBLE_EQ(st.regions(0).last_current_ms(), d.current_ms());
+}
+
+class ControllerPlanV2Test : public ControllerPlanTest {
+ protected:
+  std::string Router() const override { return "v2"; }
+  // The routing's matrix must be the reported rows (Row() of `pairs`).
+  void ExpectRouting(const cv1::TopologyEvent& ev, const Pairs& pairs) {
+    ASSERT_TRUE(ev.has_routing()) << ev.DebugString();
+    EXPECT_EQ(ev.routing().version(), 2u);
+    EXPECT_FALSE(ev.routing().relay());
+    ASSERT_EQ(ev.routing().hosts_size(), kR0.hosts);
+    ASSERT_EQ(ev.routing().bytes_size(), kR0.hosts * kR0.hosts);
+    for (int i = 0; i < kR0.hosts; ++i) {
+      EXPECT_EQ(ev.routing().hosts(i), hosts_[i]);
+      const std::vector<double> row = Row(kR0.hosts, i, pairs);
+      for (int j = 0; j < kR0.hosts; ++j) {
+        EXPECT_DOUBLE_EQ(ev.routing().bytes(i * kR0.hosts + j), row[j]) << i << "->" << j;
+      }
+    }
+  }
+};
+
+// COMMIT carries the demand the plan was made for; a DECISION that keeps the
+// installed topology carries the new demand (weights for that topology); a
+// DECISION that switches carries none (its COMMIT will).
+TEST_F(ControllerPlanV2Test, CommitAndKeepCarryTheDemand) {
+  Report(0, 1, cv1::FORWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX));
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 2);
+  EXPECT_TRUE(d.reconfigure());
+  EXPECT_FALSE(d.has_routing());
+  ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  cv1::TopologyEvent c = ExpectAll(cv1::TopologyEvent::COMMIT, 2);
+  ExpectRouting(c, {{0, 1}, {2, 3}});
+  EXPECT_GT(c.predicted_ms(), 0);
+  // Iteration 1's forecast for layer 1 is iteration 0's matrix: installed
+  // already, so DECISION(keep) with that demand.
+  Report(1, 0, cv1::FORWARD, {{0, 3}, {1, 2}},
+         Plan(1, 1, cv1::FORWARD, cv1::PlanRequest::PREDICTED));
+  cv1::TopologyEvent keep = ExpectAll(cv1::TopologyEvent::DECISION, 0);
+  EXPECT_FALSE(keep.reconfigure()) << keep.DebugString();
+  ExpectRouting(keep, {{0, 1}, {2, 3}});
+  EXPECT_EQ(Status(*stub_).router(), "v2");
 }
 
 using control::PlanOutcome;

@@ -117,6 +117,7 @@ struct ControllerSetup {
   std::string state_dir;
   std::string listen;
   std::string predictor = "last";
+  std::string router = "v1";
   absl::Duration prepare_deadline = absl::Seconds(2);
   absl::Duration commit_deadline = absl::Seconds(2);
   absl::Duration report_timeout = absl::Seconds(2);
@@ -130,6 +131,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   ASSIGN_OR_RETURN(o.spec, cluster::ClusterSpec::Parse(s.spec_yaml, "test-spec"));
   o.state_dir = s.state_dir;
   o.predictor = s.predictor;
+  o.router = s.router;
   o.prepare_deadline = s.prepare_deadline;
   o.commit_deadline = s.commit_deadline;
   o.report_timeout = s.report_timeout;

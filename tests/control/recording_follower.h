@@ -1,5 +1,6 @@
 // A router::TopologyFollower for control-plane tests: records every call as
-// text ("prepare 2", "commit 2 circuits 1", "abort 3"), installs the epoch on
+// text ("prepare 2", "commit 2 circuits 1", "abort 3", "routing v2 hosts 2
+// bytes 4"), installs the epoch on
 // Commit, and can be told to make Prepare miss its deadline (as a worker
 // whose drain is stuck). Calls come from the agent's event thread; the test
 // thread reads and waits. Header-only.
@@ -34,6 +35,12 @@ class RecordingFollower final : public router::TopologyFollower {
     return absl::OkStatus();
   }
   void Abort(uint64_t epoch) override { Record(absl::StrCat("abort ", epoch)); }
+  absl::Status SetRouting(const router::RoutingPlan& plan) override {
+    Record(absl::StrCat("routing v", plan.version, " hosts ", plan.hosts.size(), " bytes ",
+                        plan.bytes.size()));
+    if (refuse_routing.load()) return absl::InvalidArgumentError("routing plan: host 'x' unknown");
+    return absl::OkStatus();
+  }
   uint64_t installed_epoch() const override { return installed_.load(); }
 
   std::vector<std::string> calls() {
@@ -51,6 +58,7 @@ class RecordingFollower final : public router::TopologyFollower {
   }
 
   std::atomic<bool> block_prepare{false};
+  std::atomic<bool> refuse_routing{false};
 
  private:
   void Record(std::string s) {

@@ -259,6 +259,46 @@ TEST_F(WorkerAgentTest, DrivesPrepareCommitAbortAndAcknowledges) {
   agent_->Follow(nullptr);
 }
 
+// Router v2 weights: a COMMIT's routing goes to the follower after the
+// Commit; a DECISION that keeps the topology hands its routing over at once;
+// one that switches does not (its COMMIT brings it); a refused one is counted.
+TEST_F(WorkerAgentTest, HandsRoutingToTheFollower) {
+  StartServer(Topo(1, {{1, 3}}));
+  StartAgent();
+  ASSERT_TRUE(agent_->WaitRegistered(absl::Seconds(10)).ok());
+  RecordingFollower f;
+  agent_->Follow(&f);
+  ASSERT_TRUE(f.WaitFor("commit 1 circuits 1", absl::Seconds(5)));
+  v1::Routing routing;
+  routing.set_version(2);
+  routing.add_hosts("h0");
+  routing.add_hosts("h1");
+  for (double b : {0.0, 5.0, 7.0, 0.0}) routing.add_bytes(b);
+
+  TopologyEvent commit = Event(TopologyEvent::COMMIT, Topo(2, {{1, 5}}), 1000);
+  *commit.mutable_routing() = routing;
+  service_->Push(commit);
+  ASSERT_TRUE(f.WaitFor("routing v2 hosts 2 bytes 4", absl::Seconds(5))) << f.Calls();
+  TopologyEvent switching = Event(TopologyEvent::DECISION, Topo(3, {}));
+  switching.set_reconfigure(true);
+  *switching.mutable_routing() = routing;
+  service_->Push(switching);
+  TopologyEvent keep = Event(TopologyEvent::DECISION, Topo(0, {}));
+  keep.set_reconfigure(false);
+  *keep.mutable_routing() = routing;
+  keep.mutable_routing()->add_hosts("h2");  // tells this one apart
+  f.refuse_routing = true;
+  service_->Push(keep);
+  ASSERT_TRUE(f.WaitFor("routing v2 hosts 3 bytes 4", absl::Seconds(5))) << f.Calls();
+  EXPECT_EQ(f.calls(),
+            (std::vector<std::string>{"commit 1 circuits 1", "commit 2 circuits 1",
+                                      "routing v2 hosts 2 bytes 4", "routing v2 hosts 3 bytes 4"}));
+  WorkerAgentStats s = agent_->stats();
+  EXPECT_EQ(s.routings, 2u);
+  EXPECT_EQ(s.routing_errors, 1u);
+  agent_->Follow(nullptr);
+}
+
 TEST_F(WorkerAgentTest, IgnoresEventsOfOlderEpochs) {
   StartServer(Topo(6, {}));
   StartAgent();

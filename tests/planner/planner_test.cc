@@ -62,6 +62,45 @@ TEST(PlannerTest, TwoHostsGetAllPorts) {
   }
 }
 
+// Scoring with router v1's routing (circuit_only), hand-worked: one pair
+// sends D over EPS of 1e9 B/s and k circuits of 1e9 B/s each.
+TEST(PlannerTest, CircuitOnlyScoresTheRoutingOfRouterV1) {
+  for (Algorithm a : {Algorithm::kGreedy, Algorithm::kImproved}) {
+    PlannerOptions v1;
+    v1.algorithm = a;
+    v1.circuit_only = true;
+    PlannerOptions v2 = v1;
+    v2.circuit_only = false;
+    // k = 1, D = 2e9: split 2e9 / 2e9 B/s = 1 s; circuit only 2e9 / 1e9 = 2 s,
+    // no better than EPS alone (2 s): v1 gains nothing from the circuit.
+    Region one = MustRegion(MakeRegionInput(2, 1, kGbps, kEps), 1);
+    TrafficMatrix m(2);
+    m.at(0, 1) = 2e9;
+    absl::StatusOr<RegionPlan> split = PlanRegion(one, m, {}, v2);
+    absl::StatusOr<RegionPlan> only = PlanRegion(one, m, {}, v1);
+    ASSERT_TRUE(split.ok() && only.ok());
+    EXPECT_DOUBLE_EQ(split->completion_s, 1);
+    EXPECT_DOUBLE_EQ(split->current_completion_s, 2);
+    EXPECT_DOUBLE_EQ(only->current_completion_s, 2);
+    EXPECT_DOUBLE_EQ(only->completion_s, 2);
+    if (a == Algorithm::kImproved) {
+      EXPECT_TRUE(only->circuits.empty()) << "nothing to gain under v1: keep the topology";
+      EXPECT_FALSE(Decide(*only, DecideOptions{.switch_s = 0.001}).reconfigure);
+    }
+    EXPECT_TRUE(Decide(*split, DecideOptions{.switch_s = 0.001}).reconfigure);
+    // k = 3, D = 4e9: split 4e9 / 4e9 = 1 s; circuit only 4e9 / 3e9 s.
+    Region three = MustRegion(MakeRegionInput(2, 3, kGbps, kEps), 3);
+    m.at(0, 1) = 4e9;
+    split = PlanRegion(three, m, {}, v2);
+    only = PlanRegion(three, m, {}, v1);
+    ASSERT_TRUE(split.ok() && only.ok());
+    EXPECT_DOUBLE_EQ(split->completion_s, 1);
+    EXPECT_NEAR(only->completion_s, 4.0 / 3.0, 1e-12);
+    EXPECT_DOUBLE_EQ(only->current_completion_s, 4);
+    EXPECT_EQ(only->circuits.size(), 3u);
+  }
+}
+
 TEST(PlannerTest, PerfectMatchingOnHeavyPairs) {
   // alpha 1: the optimum joins the heavy pairs 0-1 and 2-3.
   Region r = MustRegion(MakeRegionInput(4, 1, kGbps, kEps), 1);

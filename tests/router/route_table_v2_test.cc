@@ -262,3 +262,56 @@ TEST(RouteTableV2Test, BadTraffic) {
 
 }  // namespace
 }  // namespace mixnet::router
+
+namespace mixnet::router {
+namespace {
+
+// A plan over a subset of the spec's hosts lands in spec order; EpsShare
+// reads the split back (hand-worked: 3e9 B to one 1e9 B/s circuit with 1e9
+// B/s of EPS: half each; a pair of v1 circuits: 0; a pair with no circuit: 1).
+TEST(RoutingPlanTest, PlanDemandAndEpsShare) {
+  ClusterSpec spec = Spec();
+  RoutingPlan plan;
+  plan.hosts = {"h1", "h0"};
+  plan.bytes = {0, 5, 3e9, 0};  // h1 -> h0: 5 B; h0 -> h1: 3e9 B
+  absl::StatusOr<TrafficMatrix> m = PlanDemand(spec, plan);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->hosts(), 5);
+  EXPECT_EQ(m->at(0, 1), 3e9);
+  EXPECT_EQ(m->at(1, 0), 5);
+  EXPECT_EQ(m->OffDiagonalTotal(), 3e9 + 5);
+  const Topology topo{3, {{"sw", 1, 3}}};
+  RouteTable t = MustV2(spec, topo, "h0", *m);
+  EXPECT_NEAR(EpsShare(t, "h1"), 0.5, 1e-9);
+  EXPECT_EQ(EpsShare(t, "h2"), 1.0);  // no circuit: all EPS
+  absl::StatusOr<RouteTable> v1 = BuildRouteTable(spec, topo, "h0");
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(EpsShare(*v1, "h1"), 0.0);
+}
+
+TEST(RoutingPlanTest, BadPlans) {
+  ClusterSpec spec = Spec();
+  auto err = [&](RoutingPlan p) { return PlanDemand(spec, p).status(); };
+  RoutingPlan ok;
+  ok.hosts = {"h0", "h1"};
+  ok.bytes = {0, 1, 1, 0};
+  RoutingPlan p = ok;
+  p.version = 1;
+  EXPECT_THAT(err(p).message(), HasSubstr("version 1 is not 2"));
+  p = ok;
+  p.bytes.push_back(1);
+  EXPECT_THAT(err(p).message(), HasSubstr("5 matrix entries for 2 hosts"));
+  p = ok;
+  p.hosts[1] = "nope";
+  EXPECT_THAT(err(p).message(), HasSubstr("host 'nope' is not in cluster spec"));
+  p = ok;
+  p.hosts[1] = "h0";
+  EXPECT_THAT(err(p).message(), HasSubstr("'h0' is listed twice"));
+  p = ok;
+  p.bytes[1] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT(err(p).message(), HasSubstr("from host h0 to host h1 is nan"));
+  EXPECT_EQ(err(p).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mixnet::router
