@@ -5,13 +5,16 @@
 #include <netlink/cache.h>
 #include <netlink/route/link.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "emulation/fabric_names.h"
 #include "ocs_driver/netns/netns.h"
 #include "ocs_driver/netns/nl_socket.h"
@@ -35,6 +38,44 @@ std::vector<std::pair<std::string, std::string>> HostSysctls(absl::string_view i
     out.emplace_back(absl::StrCat("net/ipv4/conf/", ifname, "/", key), value);
   }
   return out;
+}
+
+// A namespace other than the initial one may only pick a congestion control
+// the initial namespace lists in net.ipv4.tcp_allowed_congestion_control
+// (the kernel answers EPERM otherwise); Debian's list holds only the default
+// and reno. Adds `name` to the list (read from /proc of the calling thread's
+// namespace: the orchestrator runs in the initial one). NotFound when the
+// kernel does not have the algorithm at all (module not loaded).
+absl::Status AllowCongestionControl(const std::string& name) {
+  constexpr char kDir[] = "/proc/sys/net/ipv4/";
+  auto read = [&](const char* file) -> absl::StatusOr<std::set<std::string>> {
+    const std::string path = absl::StrCat(kDir, file);
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat("open ", path, ": ", ErrnoText(errno)));
+    std::set<std::string> out;
+    for (std::string word; in >> word;) out.insert(word);
+    return out;
+  };
+  ASSIGN_OR_RETURN(std::set<std::string> available, read("tcp_available_congestion_control"));
+  if (available.count(name) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("TCP congestion control '", name, "' is not available in this kernel (", kDir,
+                     "tcp_available_congestion_control lists ", absl::StrJoin(available, " "),
+                     "; load its module, e.g. modprobe tcp_", name, ", or pick another)"));
+  }
+  ASSIGN_OR_RETURN(std::set<std::string> allowed, read("tcp_allowed_congestion_control"));
+  if (allowed.count(name) != 0) return absl::OkStatus();
+  allowed.insert(name);
+  const std::string path = absl::StrCat(kDir, "tcp_allowed_congestion_control");
+  std::ofstream out(path);
+  out << absl::StrJoin(allowed, " ") << "\n";
+  out.flush();
+  if (!out) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "write ", path, " (adding ", name, " so namespaces may use it): ", ErrnoText(errno)));
+  }
+  log::Info("emulation: added {} to {} (namespaces may only use allowed algorithms)", name, path);
+  return absl::OkStatus();
 }
 
 absl::Status DeleteRootLinks(absl::string_view prefix) {
@@ -120,6 +161,10 @@ absl::Status EmulatedFabric::Build() {
   if (have_eps) fabric_ns.push_back(EpsNamespace());
   for (const cluster::OcsSwitchSpec& s : spec_.ocs_switches) {
     fabric_ns.push_back(OcsNamespace(s.name));
+  }
+  if (!options_.tcp_congestion.empty()) {
+    RETURN_IF_ERROR(Annotate(AllowCongestionControl(options_.tcp_congestion),
+                             absl::StrCat("fabric ", prefix_, " up")));
   }
   for (const std::vector<std::string>* group : {&host_ns, &fabric_ns}) {
     for (const std::string& ns : *group) {
