@@ -116,7 +116,9 @@ class Worker {
                       {"commit_errors", s.commit_errors},
                       {"prepare_timeouts", s.prepare_timeouts},
                       {"reports_sent", s.reports_sent},
-                      {"reports_dropped", s.reports_dropped}};
+                      {"reports_dropped", s.reports_dropped},
+                      {"routings", s.routings},
+                      {"routing_errors", s.routing_errors}};
       agent_->Follow(nullptr);
       agent_.reset();
     }
