@@ -104,13 +104,24 @@ circuits:
 )");
 }
 
-absl::StatusOr<std::unique_ptr<BidirFabric>> BidirFabric::Up(double gbps,
-                                                             const std::string& prefix) {
+std::string AllowedCongestionControl() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  std::string name;
+  while (in >> name) {
+    if (name == "cubic") return name;
+  }
+  return "reno";
+}
+
+absl::StatusOr<std::unique_ptr<BidirFabric>> BidirFabric::Up(double gbps, const std::string& prefix,
+                                                             const std::string& congestion) {
   if (!(gbps > 0)) return absl::InvalidArgumentError(absl::StrCat("bad link rate ", gbps));
   ASSIGN_OR_RETURN(cluster::ClusterSpec spec,
                    cluster::ClusterSpec::Parse(BidirSpecYaml(gbps), "bidir spec"));
+  emulation::EmulationOptions eo;
+  eo.tcp_congestion = congestion;
   ASSIGN_OR_RETURN(std::unique_ptr<emulation::EmulatedFabric> fabric,
-                   emulation::EmulatedFabric::Up(spec, prefix));
+                   emulation::EmulatedFabric::Up(spec, prefix, eo));
   return std::unique_ptr<BidirFabric>(new BidirFabric(gbps, std::move(fabric)));
 }
 
@@ -133,6 +144,7 @@ absl::StatusOr<BidirResult> BidirFabric::Exchange(const BidirOptions& o) {
     d.bind_address = HostIp(o.link, i);
     d.sockets_per_connection = o.sockets_per_connection;
     d.eager_bytes = o.eager_bytes;
+    d.chunk_bytes = o.chunk_bytes;
     RETURN_IF_ERROR(netns::RunInNamespace(ns[i], [&]() -> absl::Status {
       ASSIGN_OR_RETURN(dev[i], transport::CreateDevice("tcp", d));
       return absl::OkStatus();

@@ -34,11 +34,18 @@ namespace mixnet::bench {
 // every link at `gbps` in each direction.
 std::string BidirSpecYaml(double gbps);
 
+// TCP congestion control for the host namespaces: cubic (the emulation's
+// default) when this machine lets a namespace choose it
+// (net.ipv4.tcp_allowed_congestion_control), else reno (always allowed;
+// loss-based like cubic).
+std::string AllowedCongestionControl();
+
 struct BidirOptions {
   std::string link = "eps";                      // "eps" or "circuit"
   size_t bytes = 8 << 20;                        // per direction
   size_t eager_bytes = 64 << 10;                 // DeviceOptions::eager_bytes of both ends
   int sockets_per_connection = 2;                // DeviceOptions::sockets_per_connection
+  size_t chunk_bytes = 256 << 10;                // DeviceOptions::chunk_bytes
   absl::Duration skew = absl::Milliseconds(20);  // h1 posts this much after h0
   absl::Duration timeout = absl::Seconds(60);    // every wait
 };
@@ -59,8 +66,10 @@ struct BidirResult {
 // An emulated two-host fabric (BidirSpecYaml) that runs exchanges.
 class BidirFabric {
  public:
-  // Brings the namespaces up under `prefix` (torn down by the destructor).
-  static absl::StatusOr<std::unique_ptr<BidirFabric>> Up(double gbps, const std::string& prefix);
+  // Brings the namespaces up under `prefix` (torn down by the destructor),
+  // the hosts running TCP congestion control `congestion`.
+  static absl::StatusOr<std::unique_ptr<BidirFabric>> Up(double gbps, const std::string& prefix,
+                                                         const std::string& congestion);
   ~BidirFabric();
   BidirFabric(const BidirFabric&) = delete;
   BidirFabric& operator=(const BidirFabric&) = delete;

@@ -34,8 +34,10 @@ struct Options {
   int rounds = 1;
   int skew_ms = 20;
   int sockets = 2;
+  std::string chunk = "256K";
   bool json = false;
   std::string prefix;
+  std::string congestion;
 };
 
 // "8M", "512K", "1G" or a plain number of bytes.
@@ -99,9 +101,10 @@ void PrintRow(const Options& o, const std::string& link, const std::string& mode
 }
 
 int Run(const Options& o) {
-  size_t bytes = 0;
-  if (!ParseBytes(o.bytes, &bytes)) {
-    std::cerr << "mixnet_tcp_bidir_bench: bad --bytes '" << o.bytes << "'\n";
+  size_t bytes = 0, chunk = 0;
+  if (!ParseBytes(o.bytes, &bytes) || !ParseBytes(o.chunk, &chunk)) {
+    std::cerr << "mixnet_tcp_bidir_bench: bad --bytes '" << o.bytes << "' or --chunk '" << o.chunk
+              << "'\n";
     return 2;
   }
   std::vector<std::string> links = absl::StrSplit(o.links, ',', absl::SkipEmpty());
@@ -113,7 +116,8 @@ int Run(const Options& o) {
     }
   }
   const std::string prefix = o.prefix.empty() ? absl::StrCat("tcpbidir", getpid()) : o.prefix;
-  absl::StatusOr<std::unique_ptr<BidirFabric>> fabric = BidirFabric::Up(o.gbps, prefix);
+  absl::StatusOr<std::unique_ptr<BidirFabric>> fabric = BidirFabric::Up(
+      o.gbps, prefix, o.congestion.empty() ? AllowedCongestionControl() : o.congestion);
   if (!fabric.ok()) {
     std::cerr << "mixnet_tcp_bidir_bench: " << fabric.status() << "\n";
     return 1;
@@ -121,8 +125,10 @@ int Run(const Options& o) {
   if (!o.json) {
     std::printf(
         "# fabric %s: 2 hosts, every link %g Gbit/s (%.0f bytes/s) per direction; "
-        "h1 posts %d ms after h0\n",
-        prefix.c_str(), o.gbps, (*fabric)->rate_bytes_per_s(), o.skew_ms);
+        "h1 posts %d ms after h0; TCP %s, %d sockets, chunk %s\n",
+        prefix.c_str(), o.gbps, (*fabric)->rate_bytes_per_s(), o.skew_ms,
+        (o.congestion.empty() ? AllowedCongestionControl() : o.congestion).c_str(), o.sockets,
+        o.chunk.c_str());
     std::printf(
         "# time: first post to last receive; floor: busier NIC's tx bytes / rate; "
         "overlap: share of the slower direction across when the faster finished\n");
@@ -139,6 +145,7 @@ int Run(const Options& o) {
         b.link = link;
         b.bytes = bytes;
         b.sockets_per_connection = o.sockets;
+        b.chunk_bytes = chunk;
         b.skew = absl::Milliseconds(o.skew_ms);
         b.eager_bytes = mode == "eager" ? bytes : transport::DeviceOptions{}.eager_bytes;
         absl::StatusOr<BidirResult> r = (*fabric)->Exchange(b);
@@ -207,7 +214,12 @@ int main(int argc, char** argv) {
   app.add_option("--skew-ms", o.skew_ms, "h1 posts its receive and send this much after h0")
       ->capture_default_str();
   app.add_option("--sockets", o.sockets, "TCP sockets per connection")->capture_default_str();
+  app.add_option("--chunk", o.chunk, "Striping chunk (DeviceOptions::chunk_bytes)")
+      ->capture_default_str();
   app.add_option("--prefix", o.prefix, "Namespace prefix (default tcpbidir<pid>)");
+  app.add_option("--tcp-congestion", o.congestion,
+                 "Hosts' TCP congestion control (default: cubic where a namespace may choose "
+                 "it, else reno)");
   app.add_flag("--json", o.json, "One JSON object per exchange, then one per case");
   CLI11_PARSE(app, argc, argv);
   if (o.rounds < 1 || o.sockets < 1 || o.skew_ms < 0) {

@@ -10,7 +10,8 @@
 //   - when the first direction's receive completes, at least half of the
 //     other direction's bytes have crossed its NIC (one direction after the
 //     other: a few percent, its ACKs).
-// Over the EPS (through the bridge) and over an OCS circuit. Main thread plus
+// Over the EPS (through the bridge) and over an OCS circuit; TCP cubic, or
+// reno where this machine does not let a namespace choose cubic. Main thread plus
 // the helper threads of BidirFabric::Exchange.
 #include <cstdio>
 #include <string>
@@ -33,7 +34,7 @@ class TcpBidirTest : public ::testing::TestWithParam<Case> {
   void SetUp() override {
     MIXNET_SKIP_UNLESS_NETNS();
     prefix_ = testing::UniquePrefix("tcpbd");
-    auto f = BidirFabric::Up(0.025, prefix_);
+    auto f = BidirFabric::Up(0.025, prefix_, AllowedCongestionControl());
     ASSERT_TRUE(f.ok()) << f.status();
     fabric_ = std::move(*f);
   }
