@@ -1,5 +1,5 @@
 // TCP transport over an emulated link pair (label netns, needs root; skips
-// with the reason otherwise): two hosts send each other 4 MiB at the same
+// with the reason otherwise): two hosts send each other 8 MiB at the same
 // time, h1 posting 20 ms after h0 (each posts its receive, then its send, as
 // an all-to-all does), at 0.025 Gbit/s per direction so that the links, not
 // the two CPUs, bound the exchange. Links are full duplex, so both directions
@@ -10,6 +10,10 @@
 //   - when the first direction's receive completes, at least half of the
 //     other direction's bytes have crossed its NIC (one direction after the
 //     other: a few percent, its ACKs).
+// 8 MiB (a floor of about 2.9 s) because a rendezvous pays a fixed wait
+// before the second direction starts, its CTS passing the other side's
+// queued payload: a round trip through the shaped queues plus at most two
+// chunks (about 0.3-0.5 s here; one direction after the other: 2.8 s).
 // Over the EPS (through the bridge) and over an OCS circuit; TCP cubic, or
 // reno where this machine does not let a namespace choose cubic. Main thread plus
 // the helper threads of BidirFabric::Exchange.
@@ -54,7 +58,7 @@ class TcpBidirTest : public ::testing::TestWithParam<Case> {
 TEST_P(TcpBidirTest, BothDirectionsMoveAtOnce) {
   BidirOptions o;
   o.link = GetParam().link;
-  o.bytes = 4 << 20;
+  o.bytes = 8 << 20;
   o.eager_bytes = GetParam().eager ? o.bytes : transport::DeviceOptions{}.eager_bytes;
   o.skew = absl::Milliseconds(20);
   absl::StatusOr<BidirResult> r = fabric_->Exchange(o);
