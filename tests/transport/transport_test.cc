@@ -161,6 +161,46 @@ TEST_P(TransportTest, FifoPerTagAndTagsIndependent) {
   for (int i = 0; i < kMsgs; ++i) EXPECT_EQ(src[i], dst[i]) << "message " << i;
 }
 
+// Small messages sent while large ones stream (TCP: their frames pass the
+// queued chunks) still match receives of their tag in send order, and a
+// receive posted after everything was queued (its CTS passes the chunks
+// queued the other way) completes too.
+TEST_P(TransportTest, SmallMessagesBetweenLargeOnesMatchInOrder) {
+  std::vector<size_t> sizes;
+  // The first message is large enough to still be streaming (its chunks
+  // queued on every socket) when the others are sent.
+  sizes.push_back(64 << 20);
+  for (int i = 1; i < 24; ++i) sizes.push_back(i % 4 == 0 ? (3 << 20) + i : 100 + 37 * i);
+  std::vector<std::vector<uint8_t>> src, dst;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    src.push_back(Pattern(sizes[i], 40 + i));
+    dst.emplace_back(sizes[i]);
+  }
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto r = cb_->Irecv(dst[i].data(), dst[i].size(), 5);
+    ASSERT_TRUE(r.ok());
+    reqs.push_back(*std::move(r));
+  }
+  // A large message the other way, its receive posted last.
+  std::vector<uint8_t> back = Pattern(5 << 20, 99), back_dst(5 << 20);
+  auto sb = cb_->Isend(back.data(), back.size(), 6);
+  ASSERT_TRUE(sb.ok());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto s = ca_->Isend(src[i].data(), src[i].size(), 5);
+    ASSERT_TRUE(s.ok());
+    reqs.push_back(*std::move(s));
+    if (i == 0) absl::SleepFor(absl::Milliseconds(5));  // its CTS comes back, chunks queue
+  }
+  auto rb = ca_->Irecv(back_dst.data(), back_dst.size(), 6);
+  ASSERT_TRUE(rb.ok());
+  for (auto& r : reqs) ASSERT_TRUE(r->Wait(absl::Seconds(30)).ok()) << r->status();
+  ASSERT_TRUE((*sb)->Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE((*rb)->Wait(absl::Seconds(30)).ok());
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(src[i], dst[i]) << "message " << i;
+  EXPECT_EQ(back, back_dst);
+}
+
 TEST_P(TransportTest, UnexpectedMessagesAreHeld) {
   // Small messages complete at the sender at once and wait at the receiver;
   // large ones may wait for the receive (rendezvous). Either way nothing is

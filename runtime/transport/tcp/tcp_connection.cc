@@ -5,12 +5,16 @@
 // OnPeerShutdown and most Fail calls on the device's progress thread.
 #include "runtime/transport/tcp/tcp_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/cord.h"
@@ -33,6 +37,17 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Create(TcpDevice* 
   std::unique_ptr<TcpConnection> conn(new TcpConnection(device, std::move(peer_name)));
   for (size_t i = 0; i < fds.size(); ++i) {
     conn->sockets_.push_back(std::make_unique<Socket>(conn.get(), fds[i], static_cast<int>(i)));
+  }
+  if (!device->local() && !conn->sockets_.empty()) {
+    // Socket 0 carries the control frames: keep the kernel's unsent bytes
+    // there to one chunk, so a CTS or RTS queued behind payload (in our
+    // queue, which it passes) waits for at most that much (see Queue).
+    const int lowat = static_cast<int>(std::min<size_t>(conn->chunk_bytes_, INT32_MAX));
+    if (setsockopt(conn->sockets_[0]->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) !=
+        0) {
+      return ErrnoStatus(conn->SocketName(conn->sockets_[0].get()),
+                         "setsockopt(TCP_NOTSENT_LOWAT)");
+    }
   }
   absl::MutexLock lock(&conn->mu_);
   if (device->local() && !conn->sockets_.empty()) {
@@ -74,7 +89,7 @@ TcpConnection::~TcpConnection() {
         if (!s->registered) continue;  // the peer already shut this one down
         OutFrame f;
         f.hdr = FrameHeader{kFrameClose, kFrameMagic, 0, 0, 0};
-        s->outq.push_back(f);
+        Queue(s.get(), f);
         ArmWrite(s.get());
       }
     }
@@ -140,6 +155,15 @@ std::string TcpConnection::SocketName(const Socket* s) const {
                       device_->name(), ")");
 }
 
+void TcpConnection::Queue(Socket* s, OutFrame f) {
+  if (f.hdr.type == kFrameChunk || f.hdr.type == kFrameClose) {
+    s->outq.push_back(std::move(f));
+    return;
+  }
+  s->outq.insert(s->outq.begin() + static_cast<std::ptrdiff_t>(s->lead), std::move(f));
+  ++s->lead;
+}
+
 void TcpConnection::ArmWrite(Socket* s) {
   if (s->write_armed || !s->registered) return;
   s->write_armed = true;
@@ -173,12 +197,12 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Isend(const void* buf, s
     if (offer_pull_) {
       OutFrame pull;
       pull.hdr = FrameHeader{kFramePull, kFrameMagic, seq, reinterpret_cast<uintptr_t>(buf), len};
-      sockets_[0]->outq.push_back(std::move(pull));
+      Queue(sockets_[0].get(), std::move(pull));
     }
     f.hdr = FrameHeader{kFrameRts, kFrameMagic, seq, tag, len};
     awaiting_cts_[seq] = op;
   }
-  sockets_[0]->outq.push_back(std::move(f));
+  Queue(sockets_[0].get(), std::move(f));
   Kick(sockets_[0].get());
   return std::make_unique<StateRequest>(op->req);
 }
@@ -201,7 +225,7 @@ void TcpConnection::StartPayload(uint64_t seq) {
     f.data = op->data + off;
     f.len = n;
     f.op = op;
-    s->outq.push_back(std::move(f));
+    Queue(s, std::move(f));
   }
   for (auto& s : sockets_) {
     if (!s->outq.empty()) Kick(s.get());
@@ -234,9 +258,12 @@ void TcpConnection::Advance(Socket* s, size_t n, Completions* done) {
     if (f.op != nullptr && --f.op->frames_left == 0) done->emplace_back(f.op->req, f.op->len);
     bool is_close = f.hdr.type == kFrameClose;
     s->outq.pop_front();
+    if (s->lead > 0) --s->lead;
     if (is_close) shutdown(s->fd, SHUT_WR);
   }
   s->mid_frame = !s->outq.empty() && s->outq.front().sent > 0;
+  // A bulk frame that started is part of the stream: nothing may pass it.
+  if (s->mid_frame && s->lead == 0) s->lead = 1;
 }
 
 void TcpConnection::Kick(Socket* s) {
@@ -264,24 +291,52 @@ void TcpConnection::Kick(Socket* s) {
 
 void TcpConnection::OnWritable(Socket* s) {
   iovec iov[kMaxIov];
-  int n_iov = 0;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  ssize_t n = 0;
+  int err = 0;
+  Completions done;
+  // Finishes a write of `n` bytes (or its error) under mu_; false when the
+  // write failed.
+  auto advance = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (n < 0) return false;
+    Advance(s, static_cast<size_t>(n), &done);
+    if (s->outq.empty() && s->registered) {
+      s->write_armed = false;
+      device_->ModifyFd(s->fd, EPOLLIN, s);
+    }
+    return true;
+  };
+  // Socket 0 takes control frames into the middle of its queue (Queue),
+  // which moves the frames the iovecs point into: it is written under mu_,
+  // as Kick writes (TCP_NOTSENT_LOWAT keeps each write to about a chunk).
+  // The other sockets' queues only grow at the back, and they are written
+  // outside the lock.
+  const bool locked_write = s->index == 0;
+  bool ok = true;
   {
     absl::MutexLock lock(&mu_);
     if (!failed_.ok() || !s->write_armed) return;
-    n_iov = FillIov(s, iov);
-    if (n_iov == 0) {
+    msg.msg_iovlen = static_cast<size_t>(FillIov(s, iov));
+    if (msg.msg_iovlen == 0) {
       s->write_armed = false;
       if (s->registered) device_->ModifyFd(s->fd, EPOLLIN, s);
       return;
     }
+    if (locked_write) {
+      n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      err = errno;
+      ok = advance();
+    }
   }
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = static_cast<size_t>(n_iov);
-  ssize_t n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-    const int err = errno;
+  if (!locked_write) {
+    n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    err = errno;
+    absl::MutexLock lock(&mu_);
+    ok = advance();
+  }
+  if (!ok) {
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) return;
     // The peer is gone: an ABORT or CLOSE it sent before going is the
     // better report (it fails or closes the connection first, and the
     // failure below is then dropped).
@@ -294,15 +349,6 @@ void TcpConnection::OnWritable(Socket* s) {
     Fail(ErrnoStatus(absl::StrCat("lost connection to ", SocketName(s)), "sendmsg", err), !quiet);
     return;
   }
-  Completions done;
-  {
-    absl::MutexLock lock(&mu_);
-    Advance(s, static_cast<size_t>(n), &done);
-    if (s->outq.empty() && s->registered) {
-      s->write_armed = false;
-      device_->ModifyFd(s->fd, EPOLLIN, s);
-    }
-  }
   for (auto& [req, len] : done) req->Complete(absl::OkStatus(), len);
 }
 
@@ -314,6 +360,7 @@ void TcpConnection::OnPeerShutdown(Socket* s) {
       if (f.op != nullptr) reqs.push_back(f.op->req);
     }
     s->outq.clear();
+    s->lead = 0;
     s->write_armed = false;
     if (s->registered) device_->RemoveFd(s->fd);
     s->registered = false;
@@ -349,6 +396,7 @@ void TcpConnection::Fail(absl::Status status, bool report) {
         if (f.op != nullptr) reqs.push_back(f.op->req);
       }
       s->outq.clear();
+      s->lead = 0;
       if (s->registered && device_->OnProgressThread()) {
         device_->RemoveFd(s->fd);
         s->registered = false;

@@ -28,6 +28,15 @@
 // Sequence numbers count the sender's messages; matching is FIFO per tag in
 // sequence order because announcements all travel on socket 0.
 //
+// Control frames are never queued behind bulk payload (see Queue): on each
+// socket every frame but CHUNK and CLOSE goes ahead of the chunks that have
+// not started, and socket 0 (TCP) keeps at most chunk_bytes of unsent data
+// in the kernel (TCP_NOTSENT_LOWAT), the rest waiting in our queue where a
+// control frame can pass it. Without both, when two hosts send each other a
+// large message at once, the CTS one of them owes the other waits behind
+// its own payload on socket 0, and the two directions of a full-duplex link
+// run one after the other (twice the time; bench/tcp_bidir measures it).
+//
 // Local transport (both ends on one host, a Unix socket): a matched RTS that
 // came with a PULL address is copied by the receiver straight from the
 // sender's memory (process_vm_readv, one copy, no socket) and answered with
@@ -118,6 +127,10 @@ class TcpConnection : public Connection {
   void Rendezvous(Incoming* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Pull(Incoming* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmWrite(Socket* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends a bulk frame (CHUNK, CLOSE) to `s`'s queue; puts any other frame
+  // ahead of the bulk frames not yet started, after the earlier control
+  // frames (their order is kept). Does not write.
+  void Queue(Socket* s, OutFrame f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `s`'s queue from the calling thread when the progress thread is
   // not writing it (saves a thread hand-off per message); what does not fit
   // is left to the progress thread.

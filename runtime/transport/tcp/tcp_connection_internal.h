@@ -73,7 +73,12 @@ class TcpConnection::Socket : public EpollHandler {
   const int index;
   // Guarded by conn_->mu_.
   bool registered = false;
+  // Frames in write order. Control frames and eager messages (everything
+  // but CHUNK and CLOSE) go ahead of the bulk frames that have not started:
+  // outq[0, lead) holds a started frame, if any, and the queued control
+  // frames in their own order; a new one is inserted at `lead` (see Queue).
   std::deque<OutFrame> outq;
+  size_t lead = 0;
   bool write_armed = false;
   // Part of a frame is on the wire (nothing else may be written before its
   // remainder).

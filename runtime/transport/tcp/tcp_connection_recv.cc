@@ -71,7 +71,7 @@ bool TcpConnection::Pull(Incoming* m) {
   }
   OutFrame fin;
   fin.hdr = FrameHeader{kFrameFin, kFrameMagic, m->seq, 0, 0};
-  sockets_[0]->outq.push_back(std::move(fin));
+  Queue(sockets_[0].get(), std::move(fin));
   Kick(sockets_[0].get());
   ++pulled_;
   m->received = m->total;
@@ -85,7 +85,7 @@ bool TcpConnection::Pull(Incoming* m) {
 void TcpConnection::SendCts(uint64_t seq, bool refuse) {
   OutFrame f;
   f.hdr = FrameHeader{kFrameCts, kFrameMagic, seq, refuse ? 1u : 0u, 0};
-  sockets_[0]->outq.push_back(std::move(f));
+  Queue(sockets_[0].get(), std::move(f));
   Kick(sockets_[0].get());
 }
 
