@@ -37,7 +37,7 @@ struct Flags {
   double report_timeout_ms = 500;
   double switch_timeout_ms = 10000;
   double overlap_ms = 0;
-  std::string router = "v1";
+  std::string router = "v2";
   std::string log_level;
 };
 

@@ -62,7 +62,7 @@ struct ControllerOptions {
   // its circuits and EPS by the fluid model; COMMIT and DECISION carry the
   // plan's demand so the workers build the same split). Relays are not
   // planned: the data plane does not forward through hosts yet.
-  std::string router = "v1";
+  std::string router = "v2";
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 
