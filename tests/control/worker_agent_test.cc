@@ -293,7 +293,12 @@ TEST_F(WorkerAgentTest, HandsRoutingToTheFollower) {
   EXPECT_EQ(f.calls(),
             (std::vector<std::string>{"commit 1 circuits 1", "commit 2 circuits 1",
                                       "routing v2 hosts 2 bytes 4", "routing v2 hosts 3 bytes 4"}));
+  // The agent counts after the follower's call returns: wait for it.
   WorkerAgentStats s = agent_->stats();
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(5);
+       s.routings < 2 && absl::Now() < give_up; s = agent_->stats()) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_EQ(s.routings, 2u);
   EXPECT_EQ(s.routing_errors, 1u);
   agent_->Follow(nullptr);
