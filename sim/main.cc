@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
                       .dp_ms = r->dp_s * 1e3,
                       .pp_ms = r->pp_s * 1e3,
                       .reconfigurations = r->reconfigurations,
+                      .switch_rounds = r->switch_rounds,
+                      .warmup_reconfigurations = r->warmup_reconfigurations,
+                      .routing = r->routing,
                       .wall_s = wall};
         if (json) std::cout << ToJsonLine(row) << std::endl;
         rows.push_back(row);
