@@ -93,15 +93,23 @@ class ElectricalFabric final : public Fabric {
 
 class CircuitFabric final : public Fabric {
  public:
-  CircuitFabric(const FabricOptions& o, const Layout& l, planner::ClusterPlanner cp)
+  // `start`: per region, the circuits the job starts from; empty: mixnet's
+  // random alpha-regular graph, topoopt's none.
+  CircuitFabric(const FabricOptions& o, const Layout& l, planner::ClusterPlanner cp,
+                std::vector<std::vector<planner::PlannedCircuit>> start)
       : o_(o),
         l_(l),
         eps_(l, (o.nics_per_server - o.alpha) * o.link_gbps * kBytesPerGbit, 1, 1),
         planner_(std::move(cp)),
-        current_(l.regions) {
-    if (o.kind == FabricKind::kMixNet) RandomRegular();
+        current_(std::move(start)) {
+    current_.resize(l.regions);
+    if (o.kind == FabricKind::kMixNet && o.initial_circuits.empty()) RandomRegular();
   }
   FabricKind kind() const override { return o_.kind; }
+  std::vector<std::vector<planner::PlannedCircuit>> LiveCircuits() const override {
+    return current_;
+  }
+  std::string Routing() const override { return RoutingName(o_.router, o_.relay); }
 
   absl::Status Prepare(const std::vector<TrafficMatrix>& mean) override {
     if (o_.kind != FabricKind::kTopoOpt) return absl::OkStatus();
@@ -140,7 +148,7 @@ class CircuitFabric final : public Fabric {
       for (int h = 0; h < n; ++h)
         for (const planner::CircuitLink& c : adj[h]) cl[h * n + c.peer] = net.AddLink(c.Bps);
       const planner::RegionRouting routing =
-          SplitForRegion(region, current_[r], predicted[r], o_.relay);
+          SplitForRegion(region, current_[r], predicted[r], o_.router, o_.relay);
       const int base = r * n;
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) {
@@ -216,9 +224,23 @@ class CircuitFabric final : public Fabric {
 
 planner::RegionRouting SplitForRegion(const planner::Region& region,
                                       const std::vector<planner::PlannedCircuit>& circuits,
-                                      const TrafficMatrix& predicted, bool relay) {
+                                      const TrafficMatrix& predicted, Router router, bool relay) {
   const planner::FluidModel model(predicted, region.input().eps_Bps);
+  if (router == Router::kV1)
+    return planner::CircuitOnlyRouting(model, region.ToAdjacency(circuits));
   return planner::OptimiseRouting(model, region.ToAdjacency(circuits), {.relay = relay});
+}
+
+absl::StatusOr<Router> ParseRouter(std::string_view name) {
+  if (name == "v1") return Router::kV1;
+  if (name == "v2") return Router::kV2;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown router '", std::string(name), "' (v1 or v2)"));
+}
+
+std::string RoutingName(Router router, bool relay) {
+  if (router == Router::kV1) return "v1";
+  return relay ? "v2+relay" : "v2";
 }
 
 std::string_view FabricName(FabricKind k) {
@@ -245,8 +267,14 @@ absl::StatusOr<FabricKind> ParseFabric(std::string_view name) {
                                                  "' (fattree, oversub, rail, topoopt, mixnet)"));
 }
 
-absl::StatusOr<std::unique_ptr<Fabric>> MakeFabric(const FabricOptions& o, const Layout& l) {
-  if (!(o.link_gbps > 0)) return absl::InvalidArgumentError("link speed must be > 0 Gb/s");
+absl::StatusOr<std::unique_ptr<Fabric>> MakeFabric(const FabricOptions& options, const Layout& l) {
+  if (!(options.link_gbps > 0)) return absl::InvalidArgumentError("link speed must be > 0 Gb/s");
+  if (options.router == Router::kV1 && options.relay)
+    return absl::InvalidArgumentError("relays need router v2 (router v1 has no relay paths)");
+  FabricOptions o = options;
+  // The planner scores topologies with the routing the workers run.
+  o.planner.circuit_only = o.router == Router::kV1;
+  o.planner.relay = o.router == Router::kV2 && o.relay;
   const double server_Bps = o.nics_per_server * o.link_gbps * kBytesPerGbit;
   switch (o.kind) {
     case FabricKind::kFatTree:
@@ -286,7 +314,15 @@ absl::StatusOr<std::unique_ptr<Fabric>> MakeFabric(const FabricOptions& o, const
       }
       auto cp = planner::ClusterPlanner::FromRegions(std::move(regions), o.alpha);
       if (!cp.ok()) return cp.status();
-      return std::make_unique<CircuitFabric>(o, l, std::move(*cp));
+      std::vector<std::vector<planner::PlannedCircuit>> start;
+      if (!o.initial_circuits.empty()) {
+        auto split = cp->SplitCircuits(o.initial_circuits);
+        if (!split.ok())
+          return absl::InvalidArgumentError(
+              absl::StrCat("start topology: ", split.status().message()));
+        start = *std::move(split);
+      }
+      return std::make_unique<CircuitFabric>(o, l, std::move(*cp), std::move(start));
     }
   }
   return absl::InvalidArgumentError("unknown fabric");

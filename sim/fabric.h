@@ -10,9 +10,9 @@
 //              traffic (the runtime planner), EPS on the other 8 - alpha;
 //  - mixnet:   regional OCS on alpha NICs re-planned per layer and direction by
 //              the runtime's ClusterPlanner + Decide on the predicted matrix,
-//              bytes split by the router v2 water-filling (OptimiseRouting)
-//              over circuits, EPS and two-hop relays; switching delay added
-//              where not hidden under compute.
+//              bytes split as the workers' router does (Router: v1 circuits
+//              only, v2 water-filling over circuits and EPS, v2 with two-hop
+//              relays); switching delay added where not hidden under compute.
 // Not thread-safe: the simulator's main thread owns a Fabric (MixNet keeps the
 // live circuits between phases).
 #pragma once
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/cluster/cluster_spec.h"
 #include "runtime/locality/traffic_matrix.h"
 #include "runtime/planner/cluster_planner.h"
 #include "runtime/planner/routing.h"
@@ -35,16 +36,40 @@ std::string_view FabricName(FabricKind k);
 // "fattree", "oversub", "rail", "topoopt", "mixnet"; InvalidArgument otherwise.
 absl::StatusOr<FabricKind> ParseFabric(std::string_view name);
 
+// How the circuit fabrics (topoopt, mixnet) split a pair's bytes, and what the
+// planner scores topologies with (planner::PlannerOptions):
+//  - kV1: router v1 (runtime/router/route_table.h): a pair's bytes over its
+//    circuits if it has any, else over EPS (planner::CircuitOnlyRouting;
+//    scored with PlannerOptions::circuit_only);
+//  - kV2: router v2 (route_table_v2.h, what the data plane runs by default):
+//    the fluid model's split over circuits and EPS (planner::OptimiseRouting
+//    with relay = false); with `relay`, also two-hop relays through a host with
+//    circuits to both ends (OptimiseRouting relay = true, PlannerOptions::relay;
+//    the data plane does not run relays yet: it sends relay shares over EPS).
+enum class Router { kV1, kV2 };
+// "v1" or "v2"; InvalidArgument otherwise.
+absl::StatusOr<Router> ParseRouter(std::string_view name);
+// "v1", "v2" or "v2+relay", as the reports print it.
+std::string RoutingName(Router router, bool relay);
+
 struct FabricOptions {
   FabricKind kind = FabricKind::kFatTree;
   double link_gbps = 400;
   int nics_per_server = 8;
-  int alpha = 6;            // topoopt, mixnet: NICs on circuits
-  double oversub = 3;       // oversub: leaf uplink ratio
-  int pod_servers = 4;      // oversub: servers per leaf (pod)
-  double switch_s = 0.025;  // mixnet: OCS switching delay
-  bool relay = true;        // topoopt, mixnet: router v2 two-hop relays
+  int alpha = 6;                // topoopt, mixnet: NICs on circuits
+  double oversub = 3;           // oversub: leaf uplink ratio
+  int pod_servers = 4;          // oversub: servers per leaf (pod)
+  double switch_s = 0.025;      // mixnet: OCS switching delay
+  Router router = Router::kV2;  // topoopt, mixnet: the workers' router
+  bool relay = false;           // router v2 only: two-hop relays
+  // Planner algorithm and budgets; its scoring (circuit_only, relay) is set
+  // from `router` and `relay` by MakeFabric.
   planner::PlannerOptions planner = {};
+  // topoopt, mixnet: the topology the job starts from, in spec form (region r's
+  // switch is "ocs<r>", host h's OCS NIC k is port h * alpha + k + 1). Empty:
+  // mixnet starts from the paper's random alpha-regular graph, topoopt from no
+  // circuits until Prepare.
+  std::vector<cluster::CircuitSpec> initial_circuits = {};
 };
 
 struct ServerFlow {
@@ -78,16 +103,23 @@ class Fabric {
   virtual double Transfer(const std::vector<ServerFlow>& flows) = 0;
   // topoopt: plans the static circuits from the job's mean matrices (no-op elsewhere).
   virtual absl::Status Prepare(const std::vector<TrafficMatrix>& mean) { return absl::OkStatus(); }
+  // The live circuits per region (empty for the electrical fabrics).
+  virtual std::vector<std::vector<planner::PlannedCircuit>> LiveCircuits() const { return {}; }
+  // The routing a circuit fabric runs ("v1", "v2", "v2+relay"); "eps" elsewhere.
+  virtual std::string Routing() const { return "eps"; }
 };
 
-// How the circuit fabrics split a region's bytes: router v2's water-filling
-// (planner::OptimiseRouting of the fluid model of `predicted` on `circuits`),
-// the split BuildRouteTableV2 turns into path weights. Pairs' actual bytes are
-// divided in the same proportions.
+// How the circuit fabrics split a region's bytes, from the fluid model of
+// `predicted` on `circuits`: router v1's CircuitOnlyRouting (what
+// BuildRouteTable's paths carry), or router v2's OptimiseRouting (the split
+// BuildRouteTableV2 turns into path weights), with or without relays. Pairs'
+// actual bytes are divided in the same proportions.
 planner::RegionRouting SplitForRegion(const planner::Region& region,
                                       const std::vector<planner::PlannedCircuit>& circuits,
-                                      const TrafficMatrix& predicted, bool relay);
+                                      const TrafficMatrix& predicted, Router router, bool relay);
 
+// InvalidArgument for a bad link speed, alpha, oversubscription ratio, relays
+// with router v1, or a start topology that does not fit the regions.
 absl::StatusOr<std::unique_ptr<Fabric>> MakeFabric(const FabricOptions& options,
                                                    const Layout& layout);
 

@@ -68,11 +68,11 @@ int main(int argc, char** argv) {
       fabrics_arg{"fattree,oversub,rail,topoopt,mixnet"}, gbps_arg{"100,200,400,800"};
   std::string data_dir = MIXNET_SIM_DATA_DIR, models_dir, prices_path, csv_path, plot_dir;
   int gpus = 0;
-  bool json = false, list = false, no_progress = false, no_relay = false;
+  bool json = false, list = false, no_progress = false;
   bool no_hide_backward = false, no_forward_ahead = false;
   SimOptions base;
   double switch_ms = 25;
-  std::string algo = "improved";
+  std::string algo = "improved", router = "v2", relay = "off";
   app.add_option("--model", models_arg,
                  "models (names in the models dir or YAML paths), comma-separated");
   app.add_option("--gpus", gpus, "GPUs (default: the model's); DP = gpus / (EP TP PP)");
@@ -94,7 +94,15 @@ int main(int argc, char** argv) {
   app.add_option("--planner", algo, "greedy or improved");
   app.add_option("--ls-budget-us", base.fabric.planner.local_search_budget_us,
                  "planner local-search budget per region (0: rounds only)");
-  app.add_flag("--no-relay", no_relay, "router v2 without two-hop relays");
+  app.add_option("--router", router,
+                 "routing of topoopt / mixnet bytes, as the workers run it: v1 (a pair's bytes "
+                 "over its circuits if any, else EPS) or v2 (the fluid model's split over "
+                 "circuits and EPS; the runtime's default)")
+      ->check(CLI::IsMember({"v1", "v2"}));
+  app.add_option("--relay", relay,
+                 "router v2 two-hop relays through a host with circuits to both ends (on|off, "
+                 "default off; the runtime's data plane does not run relays yet)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--no-hide-backward", no_hide_backward,
                "do not hide backward switching under compute");
   app.add_flag("--backward-window-layer", base.backward_window_layer,
@@ -116,7 +124,12 @@ int main(int argc, char** argv) {
   if (!algorithm.ok()) return Fail(algorithm.status());
   base.fabric.planner.algorithm = *algorithm;
   base.fabric.switch_s = switch_ms / 1e3;
-  base.fabric.relay = !no_relay;
+  auto parsed_router = ParseRouter(router);
+  if (!parsed_router.ok()) return Fail(parsed_router.status());
+  base.fabric.router = *parsed_router;
+  base.fabric.relay = relay == "on";
+  if (base.fabric.router == Router::kV1 && base.fabric.relay)
+    return Fail(absl::InvalidArgumentError("--relay on needs --router v2"));
   base.hide_backward = !no_hide_backward;
   base.forward_ahead = !no_forward_ahead;
   auto prices = LoadPrices(prices_path);
@@ -185,6 +198,9 @@ int main(int argc, char** argv) {
                       .dp_ms = r->dp_s * 1e3,
                       .pp_ms = r->pp_s * 1e3,
                       .reconfigurations = r->reconfigurations,
+                      .switch_rounds = r->switch_rounds,
+                      .warmup_reconfigurations = r->warmup_reconfigurations,
+                      .routing = r->routing,
                       .wall_s = wall};
         if (json) std::cout << ToJsonLine(row) << std::endl;
         rows.push_back(row);

@@ -15,31 +15,34 @@ namespace mixnet::sim {
 
 void WriteTable(const std::vector<ResultRow>& rows, std::ostream& out) {
   out << fmt::format(
-      "{:<16} {:<8} {:>6} {:>5} {:>12} {:>10} {:>9} {:>9} {:>9} {:>8} {:>14} {:>10}\n", "model",
-      "fabric", "gpus", "gbps", "iteration_ms", "a2a_ms", "switch_ms", "dp_ms", "pp_ms", "reconf",
-      "cost_usd", "perf/$ vs FT");
+      "{:<16} {:<8} {:<8} {:>6} {:>5} {:>12} {:>10} {:>9} {:>9} {:>9} {:>8} {:>14} {:>10}\n",
+      "model", "fabric", "routing", "gpus", "gbps", "iteration_ms", "a2a_ms", "switch_ms", "dp_ms",
+      "pp_ms", "reconf", "cost_usd", "perf/$ vs FT");
   for (const ResultRow& r : rows)
     out << fmt::format(
-        "{:<16} {:<8} {:>6} {:>5} {:>12.1f} {:>10.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>14.0f} "
-        "{:>10.3f}\n",
-        r.model, r.fabric, r.gpus, r.link_gbps, r.iteration_ms, r.a2a_ms, r.switch_ms, r.dp_ms,
-        r.pp_ms, r.reconfigurations, r.cost_usd, r.perf_per_dollar_vs_fattree);
+        "{:<16} {:<8} {:<8} {:>6} {:>5} {:>12.1f} {:>10.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.4g} "
+        "{:>14.0f} {:>10.3f}\n",
+        r.model, r.fabric, r.routing, r.gpus, r.link_gbps, r.iteration_ms, r.a2a_ms, r.switch_ms,
+        r.dp_ms, r.pp_ms, r.reconfigurations, r.cost_usd, r.perf_per_dollar_vs_fattree);
 }
 
 void WriteCsv(const std::vector<ResultRow>& rows, std::ostream& out) {
-  out << "model,fabric,gpus,link_gbps,iteration_ms,a2a_ms,switch_ms,compute_ms,dp_ms,pp_ms,"
-         "reconfigurations,cost_usd,perf_per_dollar_vs_fattree,wall_s\n";
+  out << "model,fabric,routing,gpus,link_gbps,iteration_ms,a2a_ms,switch_ms,compute_ms,dp_ms,"
+         "pp_ms,reconfigurations,switch_rounds,warmup_reconfigurations,cost_usd,"
+         "perf_per_dollar_vs_fattree,wall_s\n";
   for (const ResultRow& r : rows)
     out << fmt::format(
-        "{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{:.2f},{:.5f},{:.3f}\n", r.model,
-        r.fabric, r.gpus, r.link_gbps, r.iteration_ms, r.a2a_ms, r.switch_ms, r.compute_ms, r.dp_ms,
-        r.pp_ms, r.reconfigurations, r.cost_usd, r.perf_per_dollar_vs_fattree, r.wall_s);
+        "{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{},{:.2f},{:.5f},{:.3f}\n",
+        r.model, r.fabric, r.routing, r.gpus, r.link_gbps, r.iteration_ms, r.a2a_ms, r.switch_ms,
+        r.compute_ms, r.dp_ms, r.pp_ms, r.reconfigurations, r.switch_rounds,
+        r.warmup_reconfigurations, r.cost_usd, r.perf_per_dollar_vs_fattree, r.wall_s);
 }
 
 std::string ToJsonLine(const ResultRow& r) {
   nlohmann::ordered_json j;
   j["model"] = r.model;
   j["fabric"] = r.fabric;
+  j["routing"] = r.routing;
   j["gpus"] = r.gpus;
   j["link_gbps"] = r.link_gbps;
   j["iteration_ms"] = r.iteration_ms;
@@ -51,6 +54,8 @@ std::string ToJsonLine(const ResultRow& r) {
   j["dp_ms"] = r.dp_ms;
   j["pp_ms"] = r.pp_ms;
   j["reconfigurations"] = r.reconfigurations;
+  j["switch_rounds"] = r.switch_rounds;
+  j["warmup_reconfigurations"] = r.warmup_reconfigurations;
   j["wall_s"] = r.wall_s;
   return j.dump();
 }

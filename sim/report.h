@@ -24,7 +24,10 @@ struct ResultRow {
   double compute_ms = 0;
   double dp_ms = 0;
   double pp_ms = 0;
-  int reconfigurations = 0;
+  double reconfigurations = 0;  // region switches per iteration
+  double switch_rounds = 0;     // phases per iteration with a switch
+  int warmup_reconfigurations = 0;
+  std::string routing;  // "v1", "v2", "v2+relay" (circuit fabrics) or "eps"
   double wall_s = 0;
 };
 

@@ -1,7 +1,10 @@
-// The iteration loop of the fabric simulator (see simulator.h). Main thread.
+// The iteration loop of the fabric simulator: the warm-up, then each measured
+// iteration's micro-batch passes with every switch charged (see simulator.h).
+// Main thread.
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/locality/predictor.h"
@@ -10,16 +13,113 @@
 namespace mixnet::sim {
 namespace {
 
+// Times and switches of one or more micro-batch passes.
 struct PassTimes {
   double fwd = 0, bwd = 0, a2a = 0, sw = 0, compute = 0;
-  int reconfigurations = 0;
+  double reconfigurations = 0, rounds = 0;
+
+  void Add(const PassTimes& p, double times) {
+    fwd += times * p.fwd;
+    bwd += times * p.bwd;
+    a2a += times * p.a2a;
+    sw += times * p.sw;
+    compute += times * p.compute;
+    reconfigurations += times * p.reconfigurations;
+    rounds += times * p.rounds;
+  }
 };
 
-std::vector<TrafficMatrix> Transposed(const std::vector<TrafficMatrix>& m) {
-  std::vector<TrafficMatrix> out;
-  out.reserve(m.size());
-  for (const auto& x : m) out.push_back(x.Transposed());
-  return out;
+// What one iteration's micro-batches see, per stage-local layer x: every
+// region's actual and predicted matrix (and their transposes), compute.
+struct IterationInputs {
+  std::vector<std::vector<TrafficMatrix>> actual, predicted, actual_t, predicted_t;
+  std::vector<double> expert_fwd, other_fwd;
+};
+
+bool SameCircuits(const std::vector<std::vector<planner::PlannedCircuit>>& a,
+                  const std::vector<std::vector<planner::PlannedCircuit>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t r = 0; r < a.size(); ++r) {
+    if (a[r].size() != b[r].size()) return false;
+    for (size_t i = 0; i < a[r].size(); ++i)
+      if (!(a[r][i].a == b[r][i].a) || !(a[r][i].b == b[r][i].b)) return false;
+  }
+  return true;
+}
+
+// One micro-batch on every stage: forward over the stage's layers, then
+// backward. `forecast` false (the warm-up): forward keeps the live circuits.
+absl::StatusOr<PassTimes> RunPass(Fabric& fab, const IterationInputs& in, const ComputeTimes& ct,
+                                  const SimOptions& o, bool forecast) {
+  const int Lps = static_cast<int>(in.actual.size());
+  auto attn_fwd = [&](int x) { return ct.attn_fwd + in.other_fwd[x]; };
+  auto attn_bwd = [&](int x) { return 2 * attn_fwd(x); };
+  // The round before backward layer x runs during the previous backward
+  // layer's attention backward (x + 1; the last layer: its own).
+  auto bwd_window = [&](int x) {
+    const int y = x + 1 < Lps ? x + 1 : x;
+    return attn_bwd(y) + (o.backward_window_layer ? 2 * in.expert_fwd[y] : 0);
+  };
+  PassTimes pass;
+  auto count = [&](const PhaseTime& t) {
+    pass.sw += t.switch_s;
+    pass.reconfigurations += t.reconfigured_regions;
+    pass.rounds += t.reconfigured_regions > 0 ? 1 : 0;
+  };
+  for (int x = 0; x < Lps; ++x) {  // forward
+    // The round for layer 0 starts after the last backward layer's
+    // dispatch-grad: it also has that layer's attention backward.
+    const double window = attn_fwd(x) + (x == 0 ? attn_bwd(0) : 0);
+    A2AOptions a{
+        .plan = forecast, .overlap_s = o.forward_ahead ? window : 0, .uses = o.decide_uses};
+    auto d = fab.AllToAll(in.actual[x], in.predicted[x], a);
+    if (!d.ok()) return d.status();
+    a.plan = false;
+    auto c = fab.AllToAll(in.actual_t[x], in.predicted_t[x], a);
+    if (!c.ok()) return c.status();
+    count(*d);
+    pass.a2a += d->seconds + c->seconds;
+    pass.compute += attn_fwd(x) + in.expert_fwd[x];
+    pass.fwd += attn_fwd(x) + in.expert_fwd[x] + d->seconds + c->seconds;
+  }
+  for (int x = Lps - 1; x >= 0; --x) {  // backward: the matrices are known now
+    A2AOptions a{
+        .plan = true, .overlap_s = o.hide_backward ? bwd_window(x) : 0, .uses = o.decide_uses};
+    auto cg = fab.AllToAll(in.actual[x], in.actual[x], a);
+    if (!cg.ok()) return cg.status();
+    a.plan = false;
+    auto dg = fab.AllToAll(in.actual_t[x], in.actual_t[x], a);
+    if (!dg.ok()) return dg.status();
+    count(*cg);
+    pass.a2a += cg->seconds + dg->seconds;
+    pass.compute += attn_bwd(x) + 2 * in.expert_fwd[x];
+    pass.bwd += attn_bwd(x) + 2 * in.expert_fwd[x] + cg->seconds + dg->seconds;
+  }
+  return pass;
+}
+
+// An iteration's `slots` micro-batch passes, each from the circuits the one
+// before left. A pass depends only on the circuits it starts from, so once a
+// pass ends where it started the rest repeat it and are not re-simulated.
+// `passes` gets the number simulated.
+absl::StatusOr<PassTimes> RunIteration(Fabric& fab, const IterationInputs& in,
+                                       const ComputeTimes& ct, const SimOptions& o, int slots,
+                                       int& passes) {
+  PassTimes total;
+  auto before = fab.LiveCircuits();
+  for (passes = 1; passes <= slots; ++passes) {
+    auto pass = RunPass(fab, in, ct, o, /*forecast=*/true);
+    if (!pass.ok()) return pass.status();
+    auto after = fab.LiveCircuits();
+    if (SameCircuits(before, after)) {
+      total.Add(*pass, slots - passes + 1);
+      return total;
+    }
+    total.Add(*pass, 1);
+    before = std::move(after);
+  }
+  passes = slots;
+  return total;
 }
 
 // DP gradient all-reduce rings and pipeline sends as server flows.
@@ -72,6 +172,9 @@ std::vector<ServerFlow> AllReduceFlows(const ModelConfig& m, const Layout& l) {
 }  // namespace
 
 absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
+  if (o.iterations < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("iterations ", o.iterations, ": at least one measured iteration"));
   auto layout = MakeLayout(m, o.gpus);
   if (!layout.ok()) return layout.status();
   const Layout& l = *layout;
@@ -85,44 +188,67 @@ absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
   const ComputeTimes ct = Roofline(m);
   const int Lps = l.layers_per_stage;
   const bool mixnet = o.fabric.kind == FabricKind::kMixNet;
-  const int passes = mixnet ? 2 : 1;  // mixnet: a warm pass sets the live circuits
-  const double total_phases = static_cast<double>(o.iterations) * passes * Lps * 4;
-  double phases_done = 0;
 
   SimResult res;
   res.servers = l.servers;
   res.regions = l.regions;
+  res.routing = fab.Routing();
   const double pp_one = fab.Transfer(PipelineFlows(m, l));
   const double dp_s = fab.Transfer(AllReduceFlows(m, l));
   const int slots = m.micro_batches + l.pp - 1;
 
-  auto observe = [&](const std::vector<std::vector<RegionTraffic>>& traffic) -> absl::Status {
+  auto global_layer = [&](int r, int x) { return r * m.layers + l.stage_of_region(r) * Lps + x; };
+  std::vector<std::vector<RegionTraffic>> traffic(Lps);
+  auto observe = [&]() -> absl::Status {
     for (int x = 0; x < Lps; ++x)
       for (int r = 0; r < l.regions; ++r) {
-        const int layer = r * m.layers + l.stage_of_region(r) * Lps + x;
-        auto st = (*predictor)->Observe(layer, Direction::kDispatch, traffic[x][r].hosts);
+        auto st =
+            (*predictor)->Observe(global_layer(r, x), Direction::kDispatch, traffic[x][r].hosts);
         if (!st.ok()) return st;
       }
     return absl::OkStatus();
   };
-  auto load = [&](int it, std::vector<std::vector<RegionTraffic>>& traffic) -> absl::Status {
+  // Loads iteration `it`: its matrices, the predictor's forecast (the actual
+  // matrix where it has none) and compute.
+  auto load = [&](int it, IterationInputs& in) -> absl::Status {
     auto st = (*workload).SetIteration(it);
     if (!st.ok()) return st;
-    traffic.resize(Lps);
-    for (int x = 0; x < Lps; ++x) traffic[x] = (*workload).StageLayer(x);
+    in = {};
+    in.actual.resize(Lps);
+    in.predicted.resize(Lps);
+    in.actual_t.resize(Lps);
+    in.predicted_t.resize(Lps);
+    in.expert_fwd.assign(Lps, 0);
+    in.other_fwd.assign(Lps, 0);
+    for (int x = 0; x < Lps; ++x) {
+      traffic[x] = (*workload).StageLayer(x);
+      for (int r = 0; r < l.regions; ++r) {
+        const RegionTraffic& t = traffic[x][r];
+        in.actual[x].push_back(t.hosts);
+        auto p = (*predictor)->Predict(global_layer(r, x), Direction::kDispatch);
+        in.predicted[x].push_back(p.ok() ? *p : t.hosts);
+        in.actual_t[x].push_back(t.hosts.Transposed());
+        in.predicted_t[x].push_back(in.predicted[x].back().Transposed());
+        if (t.moe) {
+          in.expert_fwd[x] = std::max(in.expert_fwd[x], ExpertForward(ct, t.max_assignments));
+        } else {
+          in.other_fwd[x] = std::max(in.other_fwd[x], ct.dense_ffn_fwd);
+        }
+      }
+    }
     return absl::OkStatus();
   };
 
-  std::vector<std::vector<RegionTraffic>> traffic;
-  // Warm-up iteration: the predictor's first observation; topoopt's one-shot plan.
-  if (auto st = load(0, traffic); !st.ok()) return st;
-  if (auto st = observe(traffic); !st.ok()) return st;
+  // Warm-up, iteration 0: topoopt's one-shot plan from the mean matrix; for
+  // mixnet one micro-batch that re-plans only backward (no forecast yet).
+  IterationInputs in;
+  if (auto st = load(0, in); !st.ok()) return st;
   {
     std::vector<TrafficMatrix> mean(l.regions);
     for (int r = 0; r < l.regions; ++r) {
       mean[r] = TrafficMatrix(l.region_servers);
       for (int x = 0; x < Lps; ++x) {
-        const TrafficMatrix& d = traffic[x][r].hosts;
+        const TrafficMatrix& d = in.actual[x][r];
         for (int i = 0; i < l.region_servers; ++i)
           for (int j = 0; j < l.region_servers; ++j)
             mean[r].Add(i, j, (d.at(i, j) + d.at(j, i)) / (2.0 * Lps));
@@ -130,82 +256,36 @@ absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
     }
     if (auto st = fab.Prepare(mean); !st.ok()) return st;
   }
+  if (mixnet) {
+    auto warm = RunPass(fab, in, ct, o, /*forecast=*/false);
+    if (!warm.ok()) return warm.status();
+    res.warmup_reconfigurations = static_cast<int>(warm->reconfigurations);
+  }
+  if (auto st = observe(); !st.ok()) return st;
+  if (o.progress) o.progress(1.0 / (o.iterations + 1));
 
   PassTimes total;
+  int passes_sum = 0;
   for (int it = 1; it <= o.iterations; ++it) {
-    if (auto st = load(it, traffic); !st.ok()) return st;
-    std::vector<std::vector<TrafficMatrix>> actual(Lps), predicted(Lps);
-    std::vector<double> expert_fwd(Lps), other_fwd(Lps);
-    for (int x = 0; x < Lps; ++x) {
-      double ex = 0, other = 0;
-      for (int r = 0; r < l.regions; ++r) {
-        const RegionTraffic& t = traffic[x][r];
-        actual[x].push_back(t.hosts);
-        const int layer = r * m.layers + l.stage_of_region(r) * Lps + x;
-        auto p = (*predictor)->Predict(layer, Direction::kDispatch);
-        predicted[x].push_back(p.ok() ? *p : t.hosts);
-        if (t.moe) {
-          ex = std::max(ex, ExpertForward(ct, t.max_assignments));
-        } else {
-          other = std::max(other, ct.dense_ffn_fwd);
-        }
-      }
-      expert_fwd[x] = ex;
-      other_fwd[x] = other;
-    }
-    PassTimes pass;
-    for (int ps = 0; ps < passes; ++ps) {
-      pass = {};
-      for (int x = 0; x < Lps; ++x) {  // forward
-        const double attn = ct.attn_fwd + other_fwd[x];
-        A2AOptions a{.plan = true, .overlap_s = o.forward_ahead ? attn : 0, .uses = o.decide_uses};
-        auto d = fab.AllToAll(actual[x], predicted[x], a);
-        if (!d.ok()) return d.status();
-        a.plan = false;
-        auto c = fab.AllToAll(Transposed(actual[x]), Transposed(predicted[x]), a);
-        if (!c.ok()) return c.status();
-        pass.a2a += d->seconds + c->seconds;
-        pass.sw += d->switch_s + c->switch_s;
-        pass.reconfigurations += d->reconfigured_regions;
-        pass.compute += attn + expert_fwd[x];
-        pass.fwd += attn + expert_fwd[x] + d->seconds + c->seconds;
-        if (o.progress) o.progress((phases_done += 2) / total_phases);
-      }
-      for (int x = Lps - 1; x >= 0; --x) {  // backward: the matrices are known now
-        const double attn = 2 * (ct.attn_fwd + other_fwd[x]);
-        const double window = o.backward_window_layer ? attn + 2 * expert_fwd[x] : attn;
-        A2AOptions a{
-            .plan = true, .overlap_s = o.hide_backward ? window : 0, .uses = o.decide_uses};
-        auto cg = fab.AllToAll(actual[x], actual[x], a);
-        if (!cg.ok()) return cg.status();
-        a.plan = false;
-        const auto at = Transposed(actual[x]);
-        auto dg = fab.AllToAll(at, at, a);
-        if (!dg.ok()) return dg.status();
-        pass.a2a += cg->seconds + dg->seconds;
-        pass.sw += cg->switch_s + dg->switch_s;
-        pass.reconfigurations += cg->reconfigured_regions;
-        pass.compute += attn + 2 * expert_fwd[x];
-        pass.bwd += attn + 2 * expert_fwd[x] + cg->seconds + dg->seconds;
-        if (o.progress) o.progress((phases_done += 2) / total_phases);
-      }
-    }
-    total.fwd += pass.fwd;
-    total.bwd += pass.bwd;
-    total.a2a += pass.a2a;
-    total.sw += pass.sw;
-    total.compute += pass.compute;
-    total.reconfigurations += pass.reconfigurations;
-    if (auto st = observe(traffic); !st.ok()) return st;
+    if (auto st = load(it, in); !st.ok()) return st;
+    int passes = 0;
+    auto iteration = RunIteration(fab, in, ct, o, slots, passes);
+    if (!iteration.ok()) return iteration.status();
+    total.Add(*iteration, 1);
+    passes_sum += passes;
+    if (auto st = observe(); !st.ok()) return st;
+    if (o.progress) o.progress(static_cast<double>(it + 1) / (o.iterations + 1));
   }
   const double n = o.iterations;
   res.pp_s = slots * 2 * pp_one;
   res.dp_s = dp_s;
-  res.a2a_s = slots * total.a2a / n;
-  res.switch_s = slots * total.sw / n;
-  res.compute_s = slots * total.compute / n;
-  res.reconfigurations = static_cast<int>(total.reconfigurations / n);
-  res.iteration_s = slots * ((total.fwd + total.bwd) / n + 2 * pp_one) + dp_s;
+  res.a2a_s = total.a2a / n;
+  res.switch_s = total.sw / n;
+  res.compute_s = total.compute / n;
+  res.reconfigurations = total.reconfigurations / n;
+  res.switch_rounds = total.rounds / n;
+  res.passes = static_cast<int>(std::lround(passes_sum / n));
+  res.iteration_s = (total.fwd + total.bwd) / n + res.pp_s + dp_s;
   return res;
 }
 

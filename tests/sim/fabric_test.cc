@@ -1,5 +1,6 @@
 // Fabric models against closed forms: uniform all-to-all on the non-blocking
-// fat-tree, oversubscription scaling, MixNet bounded by its NICs and EPS.
+// fat-tree, oversubscription scaling, MixNet bounded by its NICs and EPS, and
+// the three routings (router v1, v2, v2 with relays) on a hand-made topology.
 #include "sim/fabric.h"
 
 #include "gtest/gtest.h"
@@ -142,6 +143,88 @@ TEST(FabricTest, BadOptionsAreRejected) {
   EXPECT_FALSE(MakeFabric({.kind = FabricKind::kFatTree, .link_gbps = 0}, l).ok());
   EXPECT_FALSE(ParseFabric("torus").ok());
   EXPECT_EQ(*ParseFabric("mixnet"), FabricKind::kMixNet);
+}
+
+// One region of three servers, alpha 2: host h's OCS NIC k is port 2h + k + 1
+// of "ocs0". Start topology: one circuit 0-1 (ports 1-3), 0-2 (2-5), 2-1 (6-4).
+Layout ThreeServers() {
+  Layout l;
+  l.servers = 3;
+  l.gpus = 24;
+  l.region_servers = 3;
+  l.regions = 1;
+  l.pp = 1;
+  l.ep = 3;
+  l.tp = 8;
+  return l;
+}
+
+FabricOptions Triangle(Router router, bool relay) {
+  FabricOptions o{.kind = FabricKind::kMixNet,
+                  .link_gbps = kGbps,
+                  .alpha = 2,
+                  .router = router,
+                  .relay = relay};
+  o.initial_circuits = {{.ocs_switch = "ocs0", .port_a = 1, .port_b = 3},
+                        {.ocs_switch = "ocs0", .port_a = 2, .port_b = 5},
+                        {.ocs_switch = "ocs0", .port_a = 6, .port_b = 4}};
+  return o;
+}
+
+// Only 0 -> 1 has bytes, D. R = one NIC; EPS = 8 - 2 = 6 NICs = 6R.
+//  v1: a pair with circuits uses only them: D over the one 0-1 circuit, D / R.
+//  v2: circuit and EPS finish together: D / (R + 6R).
+//  v2 + relay: also 0 -> 2 -> 1 over the two idle circuits: D / (R + 6R + R).
+TEST(FabricTest, RoutersSplitAsTheWorkersDo) {
+  const Layout l = ThreeServers();
+  const double R = kGbps * 1e9 / 8, D = 1e9;
+  std::vector<TrafficMatrix> m(1, TrafficMatrix(3));
+  m[0].at(0, 1) = D;
+  struct Want {
+    Router router;
+    bool relay;
+    const char* name;
+    double seconds;
+    double rel;  // relay routing binary-searches its target (routing.h)
+  };
+  for (const Want& w : {Want{Router::kV1, false, "v1", D / R, 1e-12},
+                        Want{Router::kV2, false, "v2", D / (7 * R), 1e-12},
+                        Want{Router::kV2, true, "v2+relay", D / (8 * R), 1e-4}}) {
+    auto f = MakeFabric(Triangle(w.router, w.relay), l);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ((*f)->Routing(), w.name);
+    auto t = (*f)->AllToAll(m, m, {.plan = false});
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_GE(t->seconds, w.seconds * (1 - 1e-12)) << w.name;
+    EXPECT_LE(t->seconds, w.seconds * (1 + w.rel)) << w.name;
+  }
+  // Planning (switching free, hidden): hosts 0 and 1 join both their ports.
+  // v1 then sends D over 2 circuits, D / 2R; v2 adds EPS, D / 8R.
+  for (const auto& [router, want] :
+       {std::pair{Router::kV1, D / (2 * R)}, std::pair{Router::kV2, D / (8 * R)}}) {
+    auto f = MakeFabric(Triangle(router, false), l);
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto t = (*f)->AllToAll(m, m, {.plan = true, .overlap_s = 1, .uses = 2});
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->reconfigured_regions, 1);
+    EXPECT_NEAR(t->seconds, want, 1e-12);
+  }
+}
+
+TEST(FabricTest, BadRoutingOrStartTopologyIsRejected) {
+  const Layout l = ThreeServers();
+  auto v1_relay = MakeFabric(Triangle(Router::kV1, true), l);
+  ASSERT_FALSE(v1_relay.ok());
+  EXPECT_NE(v1_relay.status().message().find("router v2"), std::string::npos);
+  FabricOptions o = Triangle(Router::kV2, false);
+  o.initial_circuits.push_back({.ocs_switch = "ocs0", .port_a = 1, .port_b = 6});  // port 1 twice
+  auto twice = MakeFabric(o, l);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.status().message().find("start topology"), std::string::npos) << twice.status();
+  EXPECT_FALSE(ParseRouter("v3").ok());
+  EXPECT_EQ(*ParseRouter("v1"), Router::kV1);
+  EXPECT_EQ(RoutingName(Router::kV2, true), "v2+relay");
 }
 
 }  // namespace

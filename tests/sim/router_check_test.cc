@@ -1,9 +1,9 @@
-// The simulator's byte split (SplitForRegion) and the runtime's router v2
-// weights (BuildRouteTableV2) against hand-worked cases of the fluid model
-// (runtime/planner/fluid_model.h, routing.h): per pair the shares over
-// circuits, EPS and relays, and the completion time, worked out in closed form
-// below. A random case checks both against a load evaluator written here from
-// the model's definition: the weights achieve the time they predict.
+// The simulator's byte split (SplitForRegion) and the runtime's router
+// weights (BuildRouteTableV2; BuildRouteTable for router v1) against hand-worked cases of the fluid
+// model (runtime/planner/fluid_model.h, routing.h): per pair the shares over circuits, EPS and
+// relays, and the completion time, worked out in closed form below. A random case checks both
+// against a load evaluator written here from the model's definition: the weights achieve the time
+// they predict.
 #include <algorithm>
 #include <array>
 #include <map>
@@ -65,6 +65,7 @@ struct Case {
   std::vector<std::array<int, 4>> circuits;
   TrafficMatrix demand{1};
   bool relay = true;
+  Router router = Router::kV2;
 };
 
 // What the simulator and the router make of a case.
@@ -88,10 +89,11 @@ Result RunCase(const Case& c) {
     topo.circuits.push_back(
         {.ocs_switch = "ocs", .port_a = a * c.alpha + ka + 1, .port_b = b * c.alpha + kb + 1});
   }
-  r.split = SplitForRegion(cp->regions()[0], planned, c.demand, c.relay);
+  r.split = SplitForRegion(cp->regions()[0], planned, c.demand, c.router, c.relay);
   for (int h = 0; h < c.n; ++h) {
-    auto t =
-        router::BuildRouteTableV2(r.spec, topo, r.spec.hosts[h].name, c.demand, {.relay = c.relay});
+    auto t = c.router == Router::kV1 ? router::BuildRouteTable(r.spec, topo, r.spec.hosts[h].name)
+                                     : router::BuildRouteTableV2(r.spec, topo, r.spec.hosts[h].name,
+                                                                 c.demand, {.relay = c.relay});
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return r;
     r.tables.push_back(*std::move(t));
@@ -235,6 +237,43 @@ TEST(SimRouterCheckTest, RelayUsesOnlyTheSpareOfABusyCircuit) {
   ExpectCompletion(r, 0.1, 1e-4);
 }
 
+// Router v1 on the triangle (h0 -> h2 only, D): a pair with a circuit sends
+// everything over it, so T = D / c with c = kBps (v2 would halve it, see
+// above); the table's single circuit path to h2 carries it all.
+TEST(SimRouterCheckTest, RouterV1SendsOverTheCircuitOnly) {
+  const double d = 3e9;
+  Case c = Triangle(d, false);
+  c.router = Router::kV1;
+  const Result r = RunCase(c);
+  ASSERT_EQ(r.tables.size(), 3u);
+  EXPECT_EQ(r.tables[0].version(), 1);
+  ExpectShares(r, 0, 2, {.ocs = 1}, 1e-12);
+  EXPECT_NEAR(r.split.completion_s, d / kBps, 1e-12 * d / kBps);
+}
+
+// Router v1 where a pair has no circuit (h0 -> h2 of the four-host case):
+// all over EPS, as BuildRouteTable's EPS paths. Host 0 sends D to h1 over its
+// two circuits (D / 2c) and D to h2, D to h3 over one EPS NIC: T = 2D / E.
+TEST(SimRouterCheckTest, RouterV1PairsWithoutCircuitsGoOverEps) {
+  Case c{.n = 4,
+         .eps = 1,
+         .alpha = 2,
+         .circuits = {{0, 0, 1, 0}, {0, 1, 1, 1}, {2, 0, 3, 0}, {2, 1, 3, 1}},
+         .demand = TrafficMatrix(4),
+         .relay = false,
+         .router = Router::kV1};
+  const double d = 1e9;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      if (i != j) c.demand.at(i, j) = d;
+  const Result r = RunCase(c);
+  ASSERT_EQ(r.tables.size(), 4u);
+  ExpectShares(r, 0, 1, {.ocs = 1}, 1e-12);
+  ExpectShares(r, 0, 2, {.eps = 1}, 1e-12);
+  ExpectShares(r, 3, 1, {.eps = 1}, 1e-12);
+  EXPECT_NEAR(r.split.completion_s, 2 * d / kBps, 1e-12);
+}
+
 // The largest load / rate of a region's split in bytes per link: every
 // circuit direction (`load` over `cap`, per ordered host pair) and every
 // host's EPS egress and ingress over `eps_Bps` (the fluid model's definition).
@@ -324,7 +363,7 @@ TEST(SimRouterCheckTest, RandomCaseSplitsAchieveThePredictedTime) {
   EXPECT_GT(relayed, 0);  // the hot host's extra bytes take relays: all three kinds used
 
   // The simulator's bytes, on every link.
-  const planner::RegionRouting split = SplitForRegion(region, plan->circuits, m, true);
+  const planner::RegionRouting split = SplitForRegion(region, plan->circuits, m, Router::kV2, true);
   std::fill(load.begin(), load.end(), 0);
   std::fill(eps_out.begin(), eps_out.end(), 0);
   std::fill(eps_in.begin(), eps_in.end(), 0);

@@ -1,5 +1,6 @@
 // Config loading, workload (skew generator, token-count traces) and whole
-// iterations of the simulator against closed forms.
+// iterations of the simulator against closed forms, among them MixNet's
+// switches charged where they happen (hand-counted rounds x unhidden time).
 #include "sim/simulator.h"
 
 #include <cstdio>
@@ -169,6 +170,112 @@ TEST(SimulatorTest, FabricsOrderAsExpectedOnASkewedModel) {
   EXPECT_EQ(slow.switch_s, 0);
   EXPECT_LT(mix.a2a_s, slow.a2a_s);
   EXPECT_GT(topo.a2a_s, 0);
+}
+
+// A token-count trace for Tiny(): per iteration (outer) and layer (inner),
+// every rank r sends all its tokens to the expert on rank r ^ mask, so host r
+// talks only to host r ^ mask: a perfect matching whose best topology (all 6
+// circuits of each host to its partner) differs for every mask.
+std::string XorTrace(const std::string& name, const std::vector<std::vector<int>>& masks) {
+  const std::string path = ::testing::TempDir() + "/" + name + ".jsonl";
+  std::ofstream out(path);
+  for (size_t it = 0; it < masks.size(); ++it) {
+    TrafficReport report;
+    report.iteration = static_cast<int64_t>(it);
+    for (size_t layer = 0; layer < masks[it].size(); ++layer) {
+      TokenCounts c = TokenCounts::Zero({.layer = static_cast<int>(layer), .micro_batch = 0}, 8, 8);
+      for (int r = 0; r < 8; ++r) c.at(r, r ^ masks[it][layer]) = 100;
+      report.entries.push_back(c);
+    }
+    out << report.ToJson() << "\n";
+  }
+  return path;
+}
+
+// MixNet on Tiny() driven by `trace`, switching whenever a plan is better at
+// all (uses 1e9: Decide's gain beats any cost, so the switches do not depend
+// on the switching time).
+SimResult MixNetOnTrace(const std::string& trace, double switch_s, bool hide, int iterations) {
+  ModelConfig m = Tiny();
+  m.skew.kind = "trace";
+  m.skew.trace = trace;
+  SimOptions o;
+  o.gpus = 128;
+  o.iterations = iterations;
+  o.decide_uses = 1e9;
+  o.forward_ahead = hide;
+  o.hide_backward = hide;
+  o.fabric = {.kind = FabricKind::kMixNet, .link_gbps = 100, .switch_s = switch_s};
+  auto r = Simulate(m, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : SimResult{};
+}
+
+// Layer 0 pairs hosts i, i^1 and layer 1 hosts i, i^2, every iteration (so
+// the "last" prediction is exact). Per stage (2 layers, one region each) a
+// micro-batch runs F0 F1 B1 B0. The warm-up ends on layer 0's topology T0, so
+// every micro-batch: F0 keeps T0, F1 switches to T1 (round 1, hidden under
+// attention forward a), B1 keeps T1, B0 switches to T0 (round 2, hidden under
+// layer 1's attention backward 2a). 5 slots (4 micro-batches + PP 2 - 1):
+// 10 rounds, 20 region switches per iteration. With S = 1.5 a, round 1 costs
+// 0.5 a and round 2 nothing; not hidden, each costs S.
+TEST(SimulatorTest, EverySwitchIsChargedWhereItHappens) {
+  const std::string trace = XorTrace("xor_layers", {{1, 2}});
+  const double a = Roofline(Tiny()).attn_fwd;
+  ASSERT_GT(a, 0);
+  const double S = 1.5 * a;
+  const int slots = 5;
+  const SimResult free_hidden = MixNetOnTrace(trace, 0, true, 1);
+  const SimResult hidden = MixNetOnTrace(trace, S, true, 1);
+  for (const SimResult* r : {&free_hidden, &hidden}) {
+    EXPECT_EQ(r->routing, "v2");
+    EXPECT_DOUBLE_EQ(r->switch_rounds, 2 * slots);
+    EXPECT_DOUBLE_EQ(r->reconfigurations, 2 * 2 * slots);
+    // Warm-up: forward keeps the random start; B1 and B0 switch both regions.
+    EXPECT_EQ(r->warmup_reconfigurations, 4);
+  }
+  EXPECT_EQ(free_hidden.switch_s, 0);
+  EXPECT_NEAR(hidden.switch_s, slots * 0.5 * a, 1e-12);
+  EXPECT_NEAR(hidden.a2a_s, free_hidden.a2a_s + slots * 0.5 * a, 1e-9);
+  EXPECT_NEAR(hidden.iteration_s, free_hidden.iteration_s + slots * 0.5 * a, 1e-9);
+
+  const SimResult free_shown = MixNetOnTrace(trace, 0, false, 1);
+  const SimResult shown = MixNetOnTrace(trace, S, false, 1);
+  EXPECT_DOUBLE_EQ(shown.switch_rounds, 2 * slots);
+  EXPECT_NEAR(shown.switch_s, 2 * slots * S, 1e-12);
+  EXPECT_NEAR(shown.iteration_s, free_shown.iteration_s + 2 * slots * S, 1e-9);
+  EXPECT_NEAR(free_shown.iteration_s, free_hidden.iteration_s, 1e-9);
+}
+
+// Every layer pairs i, i^1 (P) in iterations 0 and 2 and i, i^2 (Q) in 1: the
+// forecast (last iteration's matrix) is always the other one. Warm-up: B1
+// switches both regions to T_P. Iteration 1 (actual Q, forecast P), first
+// micro-batch: F0 and F1 keep T_P, B1 switches to T_Q, B0 keeps it (1 round);
+// every later one: F0 back to T_P, B1 to T_Q (2 rounds). Iteration 2 mirrors
+// it. So 1 + 4 x 2 = 9 rounds (18 region switches) per iteration, each
+// charged S unhidden: the first micro-batch's switch counts too.
+TEST(SimulatorTest, TheFirstSwitchOfAnIterationIsCharged) {
+  const std::string trace = XorTrace("xor_iterations", {{1}, {2}});
+  const double S = 0.025;
+  const SimResult free = MixNetOnTrace(trace, 0, false, 2);
+  const SimResult charged = MixNetOnTrace(trace, S, false, 2);
+  for (const SimResult* r : {&free, &charged}) {
+    EXPECT_EQ(r->warmup_reconfigurations, 2);
+    EXPECT_DOUBLE_EQ(r->switch_rounds, 9);
+    EXPECT_DOUBLE_EQ(r->reconfigurations, 18);
+  }
+  EXPECT_NEAR(charged.switch_s, 9 * S, 1e-12);
+  EXPECT_NEAR(charged.iteration_s, free.iteration_s + 9 * S, 1e-9);
+  EXPECT_NEAR(charged.a2a_s, free.a2a_s + 9 * S, 1e-9);
+}
+
+TEST(SimulatorTest, BadIterationCountIsRejected) {
+  SimOptions o;
+  o.gpus = 128;
+  o.iterations = 0;
+  auto r = Simulate(Tiny(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("iterations 0"), std::string::npos) << r.status();
 }
 
 }  // namespace
