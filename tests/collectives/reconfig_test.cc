@@ -19,6 +19,7 @@
 #include "runtime/collectives/sync.h"
 #include "runtime/common/status.h"
 #include "tests/collectives/checked_alltoallv.h"
+#include "tests/collectives/lo_ocs_spec.h"
 #include "tests/collectives/rank_harness.h"
 
 namespace mixnet::collectives {
@@ -27,25 +28,9 @@ namespace {
 using testing::CheckedAlltoallv;
 using testing::RankMode;
 using testing::RunRanks;
-using testing::TestOptions;
 
-// Host h: eps0 127.0.1.(h+1), ocs0 127.0.2.(h+1) on port 2h+1, ocs1
-// 127.0.3.(h+1) on port 2h+2 of switch s0; one region.
 std::string Spec(int hosts, const std::string& circuits) {
-  std::string y = absl::StrCat("name: lo-ocs\nocs_switches:\n  - {name: s0, ports: ", 2 * hosts,
-                               ", switch_ms: 1}\nhosts:\n");
-  std::string region;
-  for (int h = 0; h < hosts; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n", "      - {name: eps0, role: eps, ",
-                    "address: 127.0.1.", h + 1, ", gbps: 1}\n",
-                    "      - {name: ocs0, role: ocs, address: 127.0.2.", h + 1,
-                    ", gbps: 2, switch: s0, port: ", 2 * h + 1, "}\n",
-                    "      - {name: ocs1, role: ocs, address: 127.0.3.", h + 1,
-                    ", gbps: 2, switch: s0, port: ", 2 * h + 2, "}\n");
-    absl::StrAppend(&region, h ? ", " : "", "h", h);
-  }
-  absl::StrAppend(&y, "regions:\n  - {name: r0, hosts: [", region, "]}\n", "circuits:\n", circuits);
-  return y;
+  return testing::LoOcsSpec("lo-ocs", hosts, circuits);
 }
 
 cluster::CircuitSpec C(int a, int b) { return cluster::CircuitSpec{"s0", a, b}; }
@@ -53,12 +38,7 @@ cluster::CircuitSpec C(int a, int b) { return cluster::CircuitSpec{"s0", a, b}; 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeComm(int rank, int world,
                                                        rendezvous::Store& store,
                                                        const std::string& spec_yaml) {
-  ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::Parse(spec_yaml));
-  CommunicatorOptions o = TestOptions(rank, world, &store);
-  o.spec = spec;
-  o.host = absl::StrCat("h", rank);
-  o.device_options.stall_timeout = absl::Seconds(2);
-  return Communicator::Create(std::move(o));
+  return testing::MakeLoOcsComm(rank, world, store, spec_yaml);
 }
 
 // (a) Many rounds of Prepare -> (apply) -> Commit (some Aborts), with each

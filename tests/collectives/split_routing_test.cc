@@ -17,6 +17,7 @@
 #include "runtime/collectives/sync.h"
 #include "runtime/common/status.h"
 #include "tests/collectives/checked_alltoallv.h"
+#include "tests/collectives/lo_ocs_spec.h"
 #include "tests/collectives/rank_harness.h"
 
 namespace mixnet::collectives {
@@ -27,40 +28,18 @@ using internal::SplitPair;
 using testing::CheckedAlltoallv;
 using testing::RankMode;
 using testing::RunRanks;
-using testing::TestOptions;
 
 constexpr size_t kMiB = 1 << 20;
 
-// Host h: eps0 127.0.1.(h+1) at 1 Gbit/s; ocs0 127.0.2.(h+1) (port 2h+1) and
-// ocs1 127.0.3.(h+1) (port 2h+2) of switch s0 at 2 Gbit/s; one region.
 std::string Spec(int hosts, const std::string& circuits) {
-  std::string y = absl::StrCat("name: lo-split\nocs_switches:\n  - {name: s0, ports: ", 2 * hosts,
-                               ", switch_ms: 1}\nhosts:\n");
-  std::string region;
-  for (int h = 0; h < hosts; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n", "      - {name: eps0, role: eps, ",
-                    "address: 127.0.1.", h + 1, ", gbps: 1}\n",
-                    "      - {name: ocs0, role: ocs, address: 127.0.2.", h + 1,
-                    ", gbps: 2, switch: s0, port: ", 2 * h + 1, "}\n",
-                    "      - {name: ocs1, role: ocs, address: 127.0.3.", h + 1,
-                    ", gbps: 2, switch: s0, port: ", 2 * h + 2, "}\n");
-    absl::StrAppend(&region, h ? ", " : "", "h", h);
-  }
-  absl::StrAppend(&y, "regions:\n  - {name: r0, hosts: [", region, "]}\n", "circuits:\n", circuits);
-  return y;
+  return testing::LoOcsSpec("lo-split", hosts, circuits);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeComm(int rank, int world,
                                                        rendezvous::Store& store,
                                                        const std::string& spec_yaml,
                                                        const std::string& router) {
-  ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::Parse(spec_yaml));
-  CommunicatorOptions o = TestOptions(rank, world, &store);
-  o.spec = spec;
-  o.host = absl::StrCat("h", rank);
-  o.router = router;
-  o.device_options.stall_timeout = absl::Seconds(2);
-  return Communicator::Create(std::move(o));
+  return testing::MakeLoOcsComm(rank, world, store, spec_yaml, router);
 }
 
 // The plan's demand: `d` bytes each way between h0-h1 and h2-h3 (the pairs the

@@ -77,16 +77,17 @@ class DataplaneFabricTest : public ::testing::Test {
 
   void TearDown() override { DownFabric(fabric_, prefix_); }
 
-  // A communicator for `rank` on host h<rank>, created on the calling thread
-  // after it entered the host's namespace.
-  absl::StatusOr<std::unique_ptr<collectives::Communicator>> Join(int rank, int world,
-                                                                  rendezvous::Store& store) {
+  // A communicator for `rank` on host h<rank> running `router`, created on
+  // the calling thread after it entered the host's namespace.
+  absl::StatusOr<std::unique_ptr<collectives::Communicator>> Join(
+      int rank, int world, rendezvous::Store& store, const std::string& router = "v2") {
     const std::string host = absl::StrCat("h", rank);
     RETURN_IF_ERROR(EnterNamespace(fabric_->HostNamespace(host)));
     collectives::CommunicatorOptions o = TestOptions(rank, world, &store);
     o.timeout = absl::Seconds(40);
     o.spec = spec_;
     o.host = host;
+    o.router = router;
     o.device_options.stall_timeout = absl::Seconds(1);
     return collectives::Communicator::Create(std::move(o));
   }

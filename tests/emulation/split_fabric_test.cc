@@ -48,10 +48,9 @@ class SplitFabricTest : public DataplaneFabricTest {
       ocs[rank] = after ? o0 + o1 - ocs[rank] : o0 + o1;
       return absl::OkStatus();
     };
-    router_ = router;
     auto statuses =
         RunRanks(kWorld, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
-          ASSIGN_OR_RETURN(auto comm, Join(rank, world, store));
+          ASSIGN_OR_RETURN(auto comm, Join(rank, world, store, router));
           if (plan) {
             router::RoutingPlan p;
             p.hosts = {"h0", "h1", "h2", "h3"};
@@ -78,20 +77,6 @@ class SplitFabricTest : public DataplaneFabricTest {
     }
     return share;
   }
-
-  absl::StatusOr<std::unique_ptr<collectives::Communicator>> Join(int rank, int world,
-                                                                  rendezvous::Store& store) {
-    const std::string host = absl::StrCat("h", rank);
-    RETURN_IF_ERROR(EnterNamespace(fabric_->HostNamespace(host)));
-    collectives::CommunicatorOptions o = TestOptions(rank, world, &store);
-    o.timeout = absl::Seconds(40);
-    o.spec = spec_;
-    o.host = host;
-    o.router = router_;
-    return collectives::Communicator::Create(std::move(o));
-  }
-
-  std::string router_ = "v2";
 };
 
 TEST_F(SplitFabricTest, NicCountersFollowTheSplitWeights) {
