@@ -66,6 +66,20 @@ std::vector<OneWay> LeftoversOn(const std::vector<OneWay>& connections, int ingr
   return out;
 }
 
+std::vector<OneWay> LeftoversToClear(const std::vector<OneWay>& connections, int ingress_ports,
+                                     int ports, const std::set<int>& touched,
+                                     const std::vector<Circuit>& remove) {
+  std::set<OneWay> removing;
+  for (const Circuit& c : remove) {
+    for (const OneWay& x : ConnectionsOf(c, ingress_ports)) removing.insert(x);
+  }
+  std::vector<OneWay> out;
+  for (const OneWay& l : LeftoversOn(connections, ingress_ports, ports, touched)) {
+    if (!removing.count(l)) out.push_back(l);
+  }
+  return out;
+}
+
 std::string OneWayText(const OneWay& c, int ingress_ports) {
   const int b = c.second - ingress_ports;
   if (b == c.first) {

@@ -41,6 +41,13 @@ std::vector<Circuit> CircuitsOf(const std::vector<OneWay>& connections, int ingr
 std::vector<OneWay> LeftoversOn(const std::vector<OneWay>& connections, int ingress_ports,
                                 int ports, const std::set<int>& touched);
 
+// What a change must clear before its additions: LeftoversOn(connections,
+// ingress_ports, ports, touched) less the halves of the circuits in `remove`
+// (a removal's own half goes with it). Sorted.
+std::vector<OneWay> LeftoversToClear(const std::vector<OneWay>& connections, int ingress_ports,
+                                     int ports, const std::set<int>& touched,
+                                     const std::vector<Circuit>& remove);
+
 // "ingress 2 -> egress 19 (duplex 2 -> 3, one-way)" on a switch with
 // `ingress_ports` ingress ports.
 std::string OneWayText(const OneWay& c, int ingress_ports);

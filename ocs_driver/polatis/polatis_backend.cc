@@ -309,13 +309,7 @@ absl::Status PolatisBackend::Change(const std::vector<Circuit>& remove,
   }
   std::vector<polatis::OneWay> leftovers;
   if (map.has_value()) {
-    std::set<polatis::OneWay> removing;
-    for (const auto& c : remove) {
-      for (const auto& x : polatis::ConnectionsOf(c, ingress_)) removing.insert(x);
-    }
-    for (const auto& l : polatis::LeftoversOn(*map, ingress_, ports_, touched)) {
-      if (!removing.count(l)) leftovers.push_back(l);  // a removal's own half goes with it
-    }
+    leftovers = polatis::LeftoversToClear(*map, ingress_, ports_, touched, remove);
   }
 
   std::vector<scpi::Connection> sub_conns;

@@ -254,13 +254,7 @@ absl::Status PolatisTl1Backend::Change(const std::vector<Circuit>& remove,
   }
   std::vector<polatis::OneWay> leftovers;
   if (map.has_value()) {
-    std::set<polatis::OneWay> removing;
-    for (const auto& c : remove) {
-      for (const auto& x : polatis::ConnectionsOf(c, ports_)) removing.insert(x);
-    }
-    for (const auto& l : polatis::LeftoversOn(*map, ports_, ports_, touched)) {
-      if (!removing.count(l)) leftovers.push_back(l);  // a removal's own half goes with it
-    }
+    leftovers = polatis::LeftoversToClear(*map, ports_, ports_, touched, remove);
   }
   std::vector<bool> leftover_deleted(leftovers.size(), false);
   for (size_t i = 0; i < leftovers.size() && transport.ok(); ++i) {
