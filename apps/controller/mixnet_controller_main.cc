@@ -38,6 +38,7 @@ struct Flags {
   double switch_timeout_ms = 10000;
   double overlap_ms = 0;
   std::string router = "v2";
+  std::string relay = "off";
   std::string log_level;
 };
 
@@ -59,6 +60,10 @@ absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
   o.switch_timeout = Ms(f.switch_timeout_ms);
   o.overlap_s = f.overlap_ms / 1000.0;
   o.router = f.router;
+  if (f.relay == "on" && f.router != "v2") {
+    return absl::InvalidArgumentError("--relay on needs --router v2");
+  }
+  o.relay = f.relay == "on";
   // The id is fixed here so that the switch drivers send it too.
   o.controller_id = absl::StrCat("ctl-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
   for (const std::string& arg : f.ocs) {
@@ -118,6 +123,11 @@ int Main(int argc, char** argv) {
                  "else EPS) or v2 (each pair split over its circuits and EPS; COMMIT and DECISION "
                  "carry the demand so that workers with MIXNET_ROUTER=v2 build the same split)")
       ->check(CLI::IsMember({"v1", "v2"}))
+      ->capture_default_str();
+  app.add_option("--relay", f.relay,
+                 "router v2: plans may relay a pair's bytes through a third host with circuits "
+                 "to both; the workers forward them inside their collectives")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error (default: MIXNET_LOG_LEVEL or info)")

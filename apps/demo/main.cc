@@ -114,6 +114,12 @@ int main(int argc, char** argv) {
                  "(split over circuits and EPS by the plan's demand; the controller plans for it)")
       ->check(CLI::IsMember({"v1", "v2"}))
       ->capture_default_str();
+  std::string relay = "off";
+  app.add_option("--relay", relay,
+                 "mixnet and static, router v2: plans may relay a pair's bytes through a third "
+                 "host with circuits to both ends (two hops; the relay forwards them)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
   app.add_option("--plot-dir", o.plot_dir, "write iterations.png (gnuplot) there");
   app.add_flag("--sweep", sweep,
@@ -147,6 +153,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   o.progress = !no_progress;
+  if (relay == "on" && o.router != "v2") {
+    std::cerr << "mixnet-demo: --relay on needs --router v2\n";
+    return 2;
+  }
+  o.relay = relay == "on";
   o.slow_start_after_idle = !no_ssai;
   o.fabrics.clear();
   for (absl::string_view f : absl::StrSplit(fabrics, ',', absl::SkipEmpty()))

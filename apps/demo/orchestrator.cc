@@ -117,6 +117,7 @@ absl::StatusOr<StaticPlan> StaticCircuits(const DemoOptions& o, const Workload& 
   po.algorithm =
       o.planner == "greedy" ? planner::Algorithm::kGreedy : planner::Algorithm::kImproved;
   po.circuit_only = o.router == "v1";  // score the routing the workers run
+  po.relay = o.router == "v2" && o.relay;
   planner::DecideOptions decide;
   decide.switch_s = 0;
   ASSIGN_OR_RETURN(planner::ClusterDecision d,
@@ -181,6 +182,7 @@ class Demo {
     c.burst_ms = o_.burst_ms;
     c.router = o_.router;
     if (kind == FabricKind::kStatic && o_.router == "v2") c.static_demand = static_demand_;
+    c.relay = o_.relay;
     RETURN_IF_ERROR(WriteFile(c.spec_path, FabricSpecYaml(kind, shape, static_circuits_)));
     ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
     double uplink_gbps = 0;
@@ -293,6 +295,8 @@ class Demo {
                  o_.predictor,
                  "--router",
                  o_.router,
+                 "--relay",
+                 o_.relay ? "on" : "off",
                  "--prepare-deadline-ms",
                  std::to_string(o_.prepare_deadline_ms)};
     RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl_argv_));

@@ -51,6 +51,9 @@ struct DemoOptions {
   // MIXNET_ROUTER): v1 (circuits if any, else EPS) or v2 (split by the plan's
   // demand; static splits by the mean matrix it was planned from).
   std::string router = "v2";
+  // Router v2: plans (and static's split) may relay through a third host
+  // (controller --relay; the workers forward inside their collectives).
+  bool relay = false;
   double timeout_s = 0;  // per phase; 0: from the run length
   // Fault injection (mixnet phase): SIGKILL the controller this long after the
   // workers start (0: never), leave it down for controller_down_s, then

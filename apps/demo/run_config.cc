@@ -45,7 +45,8 @@ std::string RunConfig::ToJson() const {
                       {"counters", counters},
                       {"burst_ms", burst_ms},
                       {"router", router},
-                      {"static_demand", static_demand}};
+                      {"static_demand", static_demand},
+                      {"relay", relay}};
   return j.dump(2);
 }
 
@@ -88,6 +89,7 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.burst_ms = j.at("burst_ms");
     c.router = j.at("router");
     c.static_demand = j.at("static_demand").get<std::vector<double>>();
+    c.relay = j.at("relay").get<bool>();
     return c;
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: ", e.what()));

@@ -50,6 +50,7 @@ struct RunConfig {
   // static, router v2: the demand its topology was planned from (hosts x
   // hosts in host order, row-major), given to the communicator once.
   std::vector<double> static_demand;
+  bool relay = false;  // static's plan may relay (RoutingPlan::relay)
 
   std::string ToJson() const;
   static absl::StatusOr<RunConfig> FromJson(const std::string& text);

@@ -153,6 +153,7 @@ class Worker {
       router::RoutingPlan plan;
       for (int h = 0; h < n_; ++h) plan.hosts.push_back(Workload::HostName(h));
       plan.bytes = c_.static_demand;
+      plan.relay = c_.relay;
       RETURN_IF_ERROR(comm_->SetRouting(plan));
     }
     if (!c_.controller.empty()) {

@@ -1,20 +1,24 @@
 // Internals shared by alltoall.cc and alltoall_dynamic.cc: the tag layout and
 // wire structs of one alltoallv call. Caller thread only.
 //
-// Tag layout (base = Communicator::NextCollectiveTag() = seq << 8, so each
-// call owns 256 tags):
+// Tag layout (base = Communicator::NextCollectiveTag() = seq << 16, so each
+// call owns 65536 tags):
 //   base + 1              counts: CountPair (static pairs) or PairHeader
 //                         (dynamic pairs), on the pair's fixed path 0
 //   base + 2              data, static pairs: one piece per fixed path
-//   base + 3              Receipt, dynamic pairs that use direct paths:
-//                         receiver -> sender, on EPS path 0
+//   base + 3              Receipt, dynamic pairs that use direct paths or
+//                         relays: receiver -> sender, on EPS path 0
 //   base + 64 + i         data piece i of a dynamic pair (i < 64), on the
 //                         piece's own path (EPS path or direct link)
 //   base + 128 + i        re-send of piece i over EPS path 0 (i < 64)
-// A piece is identified by (collective tag base, pair, index) and always
-// lands at the same offset of the receive buffer, so a re-send of a piece
-// that partly arrived over a dead circuit overwrites it with the same bytes:
-// each piece is delivered exactly once as far as the caller can tell.
+//   base + 192 + j        re-send of relay piece j over EPS path 0 (j < 8)
+//   base + 0x4000 + d     relay chunks origin -> relay for destination rank d
+//   base + 0x8000 + o     relay chunks relay -> destination from origin rank o
+// (relays need world size <= 0x4000). A piece is identified by (collective
+// tag base, pair, index) and always lands at the same offset of the receive
+// buffer, so a re-send of a piece that partly arrived over a dead circuit (or
+// through a relay) overwrites it with the same bytes: each piece is
+// delivered exactly once as far as the caller can tell.
 #pragma once
 
 #include <cstddef>
@@ -31,20 +35,39 @@ inline constexpr uint64_t kTagData = 2;
 inline constexpr uint64_t kTagReceipt = 3;
 inline constexpr uint64_t kTagPiece = 64;
 inline constexpr uint64_t kTagResend = 128;
-inline constexpr size_t kMaxLinks = 16;   // direct links listed in a header
-inline constexpr size_t kMaxPieces = 64;  // EPS paths + direct links of a pair
+inline constexpr uint64_t kTagRelayResend = 192;
+inline constexpr uint64_t kTagRelayIn = 0x4000;
+inline constexpr uint64_t kTagRelayOut = 0x8000;
+inline constexpr int kMaxRelayWorld = 0x4000;
+inline constexpr size_t kMaxLinks = 16;     // direct links listed in a header
+inline constexpr size_t kMaxPieces = 64;    // EPS paths + direct links of a pair
+inline constexpr size_t kMaxRelays = 8;     // relay pieces of one origin -> destination
+inline constexpr size_t kMaxForwards = 32;  // streams an origin asks one relay to forward
 
 struct CountPair {
   uint64_t sends;    // bytes this rank sends to the peer
   uint64_t expects;  // bytes this rank expects from the peer
 };
 
+// A relay piece (in `relays`: this origin sends `len` bytes to the header's
+// receiver through rank `rank`) or a forward (in `forwards`: the header's
+// receiver, a relay, forwards `len` bytes from this origin to rank `rank`),
+// moved in chunks of `chunk` bytes (the origin's setting, so all three ends
+// cut the same chunks).
+struct RelayEntry {
+  uint32_t rank;
+  uint32_t chunk;
+  uint64_t len;
+};
+
 // Dynamic pairs: counts plus the direct links (DirectLink::id) the sender
 // considers usable for this call. Both ends use the intersection. `eps_share`
-// is the share of the sender's bytes that go over EPS when the intersection
-// is not empty (router v2's weights; 0 under v1): the receiver cuts its
-// pieces by the sender's share, so ends with different routers interoperate.
-inline constexpr uint32_t kHeaderMagic = 0x4D584832u;  // "MXH2" (v2: with eps_share)
+// is the share of the sender's non-relayed bytes that go over EPS when the
+// intersection is not empty (router v2's weights; 0 under v1): the receiver
+// cuts its pieces by the sender's share, so ends with different routers
+// interoperate. The last sum(relays.len) bytes of the sender's block travel
+// through the relays, in list order (see alltoall_relay.h).
+inline constexpr uint32_t kHeaderMagic = 0x4D584833u;  // "MXH3" (v3: with relays)
 struct PairHeader {
   uint32_t magic;
   uint32_t n_links;
@@ -52,6 +75,10 @@ struct PairHeader {
   uint64_t expects;
   double eps_share;
   uint64_t links[kMaxLinks];
+  uint32_t n_relays;
+  uint32_t n_forwards;
+  RelayEntry relays[kMaxRelays];
+  RelayEntry forwards[kMaxForwards];
 };
 
 // The pieces of `bytes` at `offset` for one direction of a dynamic pair
@@ -69,13 +96,32 @@ struct PieceSpec {
 std::vector<PieceSpec> SplitPair(size_t offset, size_t bytes, const std::vector<double>& eps_gbps,
                                  const std::vector<double>& link_gbps, double eps_share);
 
-// Receiver -> sender once every original piece receive of the pair is done:
-// the pieces that did not arrive (empty: OK, the sender may complete).
-inline constexpr uint32_t kReceiptMagic = 0x4D585243u;  // "MXRC"
+// Router v2 relays (pure; every end computes the same). The origin of `bytes`
+// to one destination with `eps_share` of them over EPS and `relay_shares`
+// through relays: each relay gets round(bytes x share) to 4 KiB (while bytes
+// are left), and `rest_eps_share` is the EPS share of the bytes that are not
+// relayed, so that SplitPair over them puts about bytes x eps_share on EPS.
+struct RelayCut {
+  std::vector<uint64_t> lens;  // per relay share, in order (0: not relayed)
+  double rest_eps_share = 0;
+};
+RelayCut CutRelays(uint64_t bytes, double eps_share, const std::vector<double>& relay_shares);
+// Chunks of a relay piece: ceil(len / chunk), and the length of chunk k.
+size_t RelayChunkCount(uint64_t len, uint32_t chunk);
+size_t RelayChunkLen(uint64_t len, uint32_t chunk, size_t k);
+// Chunks a relay keeps in flight per stream it forwards (within its
+// relay buffer budget, CommunicatorOptions::relay_buffer_bytes).
+inline constexpr size_t kMaxForwardDepth = 8;
+
+// Receiver -> sender once every original piece receive of the pair (and
+// every relay chunk from the sender) is done: the pieces that did not arrive
+// (piece i, or kMaxPieces + j for relay piece j; empty: OK, the sender may
+// complete).
+inline constexpr uint32_t kReceiptMagic = 0x4D585233u;  // "MXR3"
 struct Receipt {
   uint32_t magic;
   uint32_t n_missing;
-  uint32_t missing[kMaxPieces];
+  uint32_t missing[kMaxPieces + kMaxRelays];
 };
 
 // The dynamic protocol (alltoall_dynamic.cc); args already validated.

@@ -107,6 +107,8 @@ absl::StatusOr<CommunicatorOptions> CommunicatorOptions::FromSettings(int rank, 
   o.transport = s.transport;
   o.intra_host = s.intra_host;
   o.router = s.router;
+  o.relay_chunk_bytes = static_cast<size_t>(s.relay_chunk_bytes);
+  o.relay_buffer_bytes = static_cast<size_t>(s.relay_buffer_bytes);
   o.progress_cpus = s.progress_cpus;
   o.timeout = absl::Milliseconds(s.timeout_ms);
   o.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
@@ -172,6 +174,14 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
         absl::StrCat("communicator: router '", o.router, "' must be v1 or v2"));
   }
   router_ = o.router;
+  if (o.relay_chunk_bytes < 4096 || o.relay_chunk_bytes > (1u << 30) ||
+      o.relay_buffer_bytes < o.relay_chunk_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "communicator: relay chunk ", o.relay_chunk_bytes, " bytes must be in [4096, 2^30] and ",
+        "the relay buffer (", o.relay_buffer_bytes, " bytes) at least one chunk"));
+  }
+  relay_chunk_bytes_ = o.relay_chunk_bytes;
+  relay_buffer_bytes_ = o.relay_buffer_bytes;
   connect_timeout_ = o.connect_timeout;
   const cluster::ClusterSpec& spec = spec_;
   router::Topology topology = o.topology.value_or(router::Topology{0, spec.circuits});
@@ -367,7 +377,7 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     links_ = std::move(made);
     installed_epoch_ = topology.epoch;
     installed_topology_ = topology;
-    eps_share_.assign(world_size_, 0.0);
+    routing_.assign(world_size_, PeerRouting{});
     installed_keys_ = DirectKeys(routes_);
   }
   log::Debug("rank {} on {}: connected to {} peers over {} devices", rank_, o.host, world_size_ - 1,

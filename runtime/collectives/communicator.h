@@ -62,6 +62,11 @@ struct CommunicatorOptions {
   // weights of the controller's plan (SetRouting); "v1": ignore plans
   // (circuits if any, else EPS). MIXNET_ROUTER.
   std::string router = "v2";
+  // Router v2 relays (alltoall_relay.h): the unit a relay forwards, and the
+  // most a rank holds for forwarding in one call (at least one chunk per
+  // stream). MIXNET_RELAY_CHUNK_BYTES, MIXNET_RELAY_BUFFER_BYTES.
+  size_t relay_chunk_bytes = 256 << 10;
+  size_t relay_buffer_bytes = 16 << 20;
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
   // CPUs for the devices' progress threads: "auto" (the process's allowed
   // CPUs), a list ("0,2,8-11") or "none" (left to the scheduler). Device k
@@ -75,6 +80,19 @@ struct CommunicatorOptions {
   // Defaults from the MIXNET_* settings (transport, timeouts, TCP tuning, spec, host).
   static absl::StatusOr<CommunicatorOptions> FromSettings(int rank, int world_size,
                                                           rendezvous::Store* store);
+};
+
+// How a rank sends its bytes to one dynamic peer while circuits join them
+// (router v2; all zero: v1): `eps_share` of the bytes over EPS, each relay's
+// `share` through that rank (two hops over circuits, alltoall_relay.h), the
+// rest over the pair's circuits.
+struct RelayRoute {
+  int rank = -1;
+  double share = 0;
+};
+struct PeerRouting {
+  double eps_share = 0;
+  std::vector<RelayRoute> relays;
 };
 
 // One usable way to a peer: the route and its open connection.
@@ -129,13 +147,19 @@ class Communicator : public router::TopologyFollower {
   void Abort(uint64_t epoch) override;
   uint64_t installed_epoch() const override;
   // Router v2: builds the route table of the installed topology from the
-  // plan's demand and keeps, per dynamic peer, the share of its bytes to send
-  // over EPS while circuits join the pair (route_table_v2.h, EpsShare). A
-  // Commit resets the shares to v1's (0) until the next plan. Ignored (OK)
-  // when the communicator runs router v1.
+  // plan's demand and keeps, per dynamic peer, the shares of its bytes to
+  // send over EPS and through relays while circuits join the pair
+  // (route_table_v2.h, SharesTo; a relay host's rank: one of the ranks on
+  // it, picked by this rank and the peer). A Commit resets the shares to
+  // v1's (0) until the next plan. Ignored (OK) when the communicator runs
+  // router v1.
   absl::Status SetRouting(const router::RoutingPlan& plan) override;
   // The EPS share SetRouting gave `peer` (0: v1, circuits only).
   double eps_share(int peer) const;
+  // The whole routing SetRouting gave `peer`.
+  PeerRouting routing(int peer) const;
+  size_t relay_chunk_bytes() const { return relay_chunk_bytes_; }
+  size_t relay_buffer_bytes() const { return relay_buffer_bytes_; }
   const std::string& router() const { return router_; }
 
   int rank() const { return rank_; }
@@ -167,9 +191,9 @@ class Communicator : public router::TopologyFollower {
   // order, at most `max_per_peer` each. Offering and registering happen under
   // one lock, so a Prepare either sees the transfer or restricts its offer.
   // EndTransfer lets go; Prepare waits for transfers that offered more.
-  // `eps_share` (optional) gets each peer's EPS share (see SetRouting).
+  // `routing` (optional) gets each peer's routing (see SetRouting).
   std::vector<DirectLinks> BeginTransfer(size_t max_per_peer,
-                                         std::vector<double>* eps_share = nullptr);
+                                         std::vector<PeerRouting>* routing = nullptr);
   void EndTransfer();
   // What BeginTransfer would offer `peer` now, without registering.
   DirectLinks OfferDirect(int peer);
@@ -184,13 +208,19 @@ class Communicator : public router::TopologyFollower {
   // it re-sent over EPS because a direct path lost them.
   uint64_t direct_bytes_sent() const { return direct_bytes_sent_.load(); }
   uint64_t pieces_resent() const { return pieces_resent_.load(); }
+  // Bytes this rank sent to relays for other ranks, and bytes it forwarded
+  // as a relay (both also count as direct bytes when on a direct link).
+  uint64_t relay_bytes_sent() const { return relay_bytes_sent_.load(); }
+  uint64_t relay_bytes_forwarded() const { return relay_bytes_forwarded_.load(); }
   void CountDirectBytes(uint64_t n) { direct_bytes_sent_.fetch_add(n); }
   void CountResent() { pieces_resent_.fetch_add(1); }
+  void CountRelaySent(uint64_t n) { relay_bytes_sent_.fetch_add(n); }
+  void CountRelayForwarded(uint64_t n) { relay_bytes_forwarded_.fetch_add(n); }
   std::string PeerName(int peer) const;
 
   // Tag base for the next collective call; every rank calls collectives in the
   // same order, so the bases agree.
-  uint64_t NextCollectiveTag() { return (++collective_seq_) << 8; }
+  uint64_t NextCollectiveTag() { return (++collective_seq_) << 16; }
 
   // The first data-plane failure seen (a lost peer), or the abort reason.
   absl::Status health() const;
@@ -241,6 +271,8 @@ class Communicator : public router::TopologyFollower {
   absl::Duration connect_timeout_;
   std::string transport_;
   std::string router_ = "v2";
+  size_t relay_chunk_bytes_ = 256 << 10;
+  size_t relay_buffer_bytes_ = 16 << 20;
   cluster::ClusterSpec spec_;
   std::string host_;
   std::vector<std::string> hosts_;
@@ -271,8 +303,8 @@ class Communicator : public router::TopologyFollower {
   mutable absl::Mutex topo_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
   uint64_t installed_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
   router::Topology installed_topology_ ABSL_GUARDED_BY(topo_mu_);
-  std::vector<double> eps_share_ ABSL_GUARDED_BY(topo_mu_);   // per peer rank
-  std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);  // per peer, id order
+  std::vector<PeerRouting> routing_ ABSL_GUARDED_BY(topo_mu_);  // per peer rank
+  std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);    // per peer, id order
   // While a Prepare is pending: its epoch and the NIC pairs ("local>remote"
   // per peer host) of the target's circuits; only links over those are offered.
   std::set<std::string> installed_keys_ ABSL_GUARDED_BY(topo_mu_);  // CircuitKeys
@@ -284,6 +316,8 @@ class Communicator : public router::TopologyFollower {
   std::atomic<bool> links_dirty_{false};
   std::atomic<uint64_t> direct_bytes_sent_{0};
   std::atomic<uint64_t> pieces_resent_{0};
+  std::atomic<uint64_t> relay_bytes_sent_{0};
+  std::atomic<uint64_t> relay_bytes_forwarded_{0};
 };
 
 // "<peer host>|<local nic>><remote nic>": the circuit a direct path uses.

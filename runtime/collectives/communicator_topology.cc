@@ -7,8 +7,10 @@
 // OnDirectFailure on transport progress threads. topo_mu_ guards the shared
 // state; connections are made and destroyed outside it.
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/collectives/alltoall_internal.h"
 #include "runtime/collectives/communicator.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
@@ -133,12 +135,12 @@ DirectLinks Communicator::OfferDirect(int peer) {
 }
 
 std::vector<DirectLinks> Communicator::BeginTransfer(size_t max_per_peer,
-                                                     std::vector<double>* eps_share) {
+                                                     std::vector<PeerRouting>* routing) {
   std::vector<DirectLinks> out(world_size_);
   DirectLinks dead;
   {
     absl::MutexLock lock(&topo_mu_);
-    if (eps_share != nullptr) *eps_share = eps_share_;
+    if (routing != nullptr) *routing = routing_;
     transfer_links_.clear();
     for (int peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_ || !dynamic_[peer]) continue;
@@ -242,7 +244,7 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
     installed_keys_ = keys;
     installed_epoch_ = target.epoch;
     installed_topology_ = target;
-    eps_share_.assign(world_size_, 0.0);  // v1 until the plan for this topology
+    routing_.assign(world_size_, PeerRouting{});  // v1 until the plan for this topology
     restricted_ = false;
     allowed_.clear();
   }
@@ -281,9 +283,28 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
   absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
       spec_, topology, host_, *demand, router::RouterV2Options{.relay = plan.relay});
   if (!table.ok()) return Annotate(table.status(), what);
-  std::vector<double> share(world_size_, 0.0);
+  // Ranks per host, for relay hosts.
+  std::map<std::string, std::vector<int>> ranks_on;
+  for (int r = 0; r < world_size_; ++r) ranks_on[hosts_[r]].push_back(r);
+  std::vector<PeerRouting> routing(world_size_);
   for (int peer = 0; peer < world_size_; ++peer) {
-    if (peer != rank_ && dynamic_[peer]) share[peer] = router::EpsShare(*table, hosts_[peer]);
+    if (peer == rank_ || !dynamic_[peer]) continue;
+    const router::PeerShares shares = router::SharesTo(*table, hosts_[peer]);
+    PeerRouting& out = routing[peer];
+    out.eps_share = shares.eps;
+    for (const auto& [host, share] : shares.relays) {
+      auto it = ranks_on.find(host);
+      // A relay host with no rank of this job, or too many ranks for the
+      // tag space: its share goes over EPS.
+      if (it == ranks_on.end() || world_size_ > internal::kMaxRelayWorld || host == host_ ||
+          host == hosts_[peer] || out.relays.size() == internal::kMaxRelays) {
+        out.eps_share += share;
+        continue;
+      }
+      const std::vector<int>& ranks = it->second;
+      out.relays.push_back(RelayRoute{ranks[(rank_ + peer) % ranks.size()], share});
+    }
+    out.eps_share = std::clamp(out.eps_share, 0.0, 1.0);
   }
   absl::MutexLock lock(&topo_mu_);
   // A Commit since we read the topology: these weights are for the old one.
@@ -291,13 +312,18 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
     return absl::AbortedError(
         absl::StrCat(what, ": epoch ", installed_topology_.epoch, " was installed meanwhile"));
   }
-  eps_share_ = std::move(share);
+  routing_ = std::move(routing);
   return absl::OkStatus();
 }
 
 double Communicator::eps_share(int peer) const {
   absl::MutexLock lock(&topo_mu_);
-  return peer >= 0 && peer < static_cast<int>(eps_share_.size()) ? eps_share_[peer] : 0.0;
+  return peer >= 0 && peer < static_cast<int>(routing_.size()) ? routing_[peer].eps_share : 0.0;
+}
+
+PeerRouting Communicator::routing(int peer) const {
+  absl::MutexLock lock(&topo_mu_);
+  return peer >= 0 && peer < static_cast<int>(routing_.size()) ? routing_[peer] : PeerRouting{};
 }
 
 uint64_t Communicator::installed_epoch() const {

@@ -67,6 +67,13 @@ absl::StatusOr<Settings> Settings::FromEnv(
     return absl::InvalidArgumentError(
         absl::StrCat("MIXNET_ROUTER='", s.router, "' must be v1 or v2"));
   }
+  if (s.relay_chunk_bytes < 4096 || s.relay_chunk_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("MIXNET_RELAY_CHUNK_BYTES must be in [4096, 2^30]");
+  }
+  if (s.relay_buffer_bytes < s.relay_chunk_bytes) {
+    return absl::InvalidArgumentError(
+        "MIXNET_RELAY_BUFFER_BYTES must be at least MIXNET_RELAY_CHUNK_BYTES");
+  }
   if (s.eager_bytes < 0 || s.local_eager_bytes < 0) {
     return absl::InvalidArgumentError(
         "MIXNET_EAGER_BYTES and MIXNET_LOCAL_EAGER_BYTES must be >= 0");

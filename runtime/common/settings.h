@@ -43,6 +43,12 @@ namespace mixnet {
     "routing of a worker's collectives: v2 (split each peer's bytes over its circuits and EPS "  \
     "by the weights of the controller's plan, when the controller sends them) or v1 (circuits "  \
     "if any, else EPS)")                                                                         \
+  X(int64_t, relay_chunk_bytes, "MIXNET_RELAY_CHUNK_BYTES", 256 << 10,                           \
+    "router v2 relays: the unit a relay rank receives and forwards (store and forward per "      \
+    "chunk)")                                                                                    \
+  X(int64_t, relay_buffer_bytes, "MIXNET_RELAY_BUFFER_BYTES", 16 << 20,                          \
+    "router v2 relays: the most a rank holds for forwarding in one collective (at least one "    \
+    "chunk per stream it forwards); the origin waits when it is full")                           \
   X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                  \
     "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "   \
     "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "   \

@@ -60,9 +60,12 @@ struct ControllerOptions {
   // The routing the workers run, which plans are scored with: "v1" (a pair's
   // bytes over its circuits if any, else EPS) or "v2" (each pair split over
   // its circuits and EPS by the fluid model; COMMIT and DECISION carry the
-  // plan's demand so the workers build the same split). Relays are not
-  // planned: the data plane does not forward through hosts yet.
+  // plan's demand so the workers build the same split).
   std::string router = "v2";
+  // Router v2 only: plans may also relay a pair's bytes through a third host
+  // with circuits to both (two hops, alltoall_relay.cc); the plan's Routing
+  // says so, and the workers then forward inside their collectives.
+  bool relay = false;
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 

@@ -171,6 +171,7 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   planner::PlannerOptions po;
   po.algorithm = opt_.algorithm;
   po.circuit_only = opt_.router == "v1";  // score the routing the workers run
+  po.relay = opt_.router == "v2" && opt_.relay;
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;
@@ -193,7 +194,7 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
     for (int r : planned) {
       v1::Routing& out = routing[r];
       out.set_version(2);
-      out.set_relay(false);
+      out.set_relay(opt_.relay);
       for (const std::string& h : regions[r].input().hosts) out.add_hosts(h);
       for (double b : demands[r].data()) out.add_bytes(b);
     }

@@ -87,6 +87,27 @@ double EpsShare(const RouteTable& table, std::string_view peer_host) {
   return all > 0 ? std::clamp(eps / all, 0.0, 1.0) : 1.0;
 }
 
+PeerShares SharesTo(const RouteTable& table, std::string_view peer_host) {
+  PeerShares out;
+  double all = 0;
+  for (const Path& p : table.PathsTo(peer_host)) {
+    all += p.weight;
+    if (p.kind == PathKind::kEps) out.eps += p.weight;
+    if (p.kind != PathKind::kRelay) continue;
+    auto it = std::find_if(out.relays.begin(), out.relays.end(),
+                           [&](const auto& r) { return r.first == p.relay_host; });
+    if (it == out.relays.end()) {
+      out.relays.emplace_back(p.relay_host, p.weight);
+    } else {
+      it->second += p.weight;
+    }
+  }
+  if (!(all > 0)) return PeerShares{1.0, {}};
+  out.eps = std::clamp(out.eps / all, 0.0, 1.0);
+  for (auto& r : out.relays) r.second = std::clamp(r.second / all, 0.0, 1.0);
+  return out;
+}
+
 absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topology& topology,
                                              std::string_view local_host,
                                              const TrafficMatrix& demand,

@@ -47,10 +47,20 @@ struct RoutingPlan {
 absl::StatusOr<TrafficMatrix> PlanDemand(const cluster::ClusterSpec& spec, const RoutingPlan& plan);
 
 // The share of the bytes to `peer_host` that a table sends over EPS when
-// the pair's circuits are usable: the weights of its kEps and kRelay paths
-// (the data plane carries relay shares over EPS; see alltoall_dynamic.cc).
-// 0 for a pair whose paths are all circuits (router v1), 1 for one with none.
+// the pair's circuits are usable, counting relay shares as EPS: the weights
+// of its kEps and kRelay paths. 0 for a pair whose paths are all circuits
+// (router v1), 1 for one with none.
 double EpsShare(const RouteTable& table, std::string_view peer_host);
+
+// How a table splits the bytes to `peer_host`: the share of its kEps paths
+// and, per relay host (in path order, one entry per host), the share of its
+// kRelay paths through that host; the circuits carry the rest. A peer with
+// no paths: eps 1.
+struct PeerShares {
+  double eps = 0;
+  std::vector<std::pair<std::string, double>> relays;  // (relay host, share)
+};
+PeerShares SharesTo(const RouteTable& table, std::string_view peer_host);
 
 // `demand` holds bytes per ordered host pair, indexed in spec.hosts order
 // (spec.hosts.size() square); only the local host's region is used.

@@ -4,6 +4,7 @@
 // one rank of it. Header-only; called from rank threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,16 +36,19 @@ inline std::string LoOcsSpec(const std::string& name, int hosts, const std::stri
   return y;
 }
 
-// Rank `rank` on host h<rank> of `spec_yaml`, running `router`.
+// Rank `rank` on host h<rank> of `spec_yaml`, running `router`; `tweak`
+// (optional) edits the options last.
 inline absl::StatusOr<std::unique_ptr<collectives::Communicator>> MakeLoOcsComm(
     int rank, int world, rendezvous::Store& store, const std::string& spec_yaml,
-    const std::string& router = "v2") {
+    const std::string& router = "v2",
+    const std::function<void(collectives::CommunicatorOptions&)>& tweak = nullptr) {
   ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::Parse(spec_yaml));
   collectives::CommunicatorOptions o = TestOptions(rank, world, &store);
   o.spec = spec;
   o.host = absl::StrCat("h", rank);
   o.router = router;
   o.device_options.stall_timeout = absl::Seconds(2);
+  if (tweak) tweak(o);
   return collectives::Communicator::Create(std::move(o));
 }
 

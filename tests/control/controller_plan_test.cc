@@ -35,6 +35,7 @@ class ControllerPlanTest : public ::testing::Test {
     setup_.state_dir = dir_.path() + "/ctl";
     setup_.listen = "unix:" + dir_.path() + "/ctl.sock";
     setup_.router = Router();
+    setup_.relay = Relay();
     auto server = StartController(setup_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -54,6 +55,7 @@ class ControllerPlanTest : public ::testing::Test {
     }
   }
   virtual std::string Router() const { return "v1"; }
+  virtual bool Relay() const { return false; }
   void TearDown() override {
     workers_.clear();
     if (server_) server_->Shutdown(absl::Seconds(1));
@@ -217,7 +219,7 @@ class ControllerPlanV2Test : public ControllerPlanTest {
   void ExpectRouting(const cv1::TopologyEvent& ev, const Pairs& pairs) {
     ASSERT_TRUE(ev.has_routing()) << ev.DebugString();
     EXPECT_EQ(ev.routing().version(), 2u);
-    EXPECT_FALSE(ev.routing().relay());
+    EXPECT_EQ(ev.routing().relay(), Relay());
     ASSERT_EQ(ev.routing().hosts_size(), kR0.hosts);
     ASSERT_EQ(ev.routing().bytes_size(), kR0.hosts * kR0.hosts);
     for (int i = 0; i < kR0.hosts; ++i) {
@@ -251,6 +253,20 @@ TEST_F(ControllerPlanV2Test, CommitAndKeepCarryTheDemand) {
   EXPECT_FALSE(keep.reconfigure()) << keep.DebugString();
   ExpectRouting(keep, {{0, 1}, {2, 3}});
   EXPECT_EQ(Status(*stub_).router(), "v2");
+}
+
+// A controller with --relay on says so in the routing it sends.
+class ControllerPlanRelayTest : public ControllerPlanV2Test {
+ protected:
+  bool Relay() const override { return true; }
+};
+
+TEST_F(ControllerPlanRelayTest, CommitSaysPlansMayRelay) {
+  Report(0, 1, cv1::FORWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX));
+  EXPECT_TRUE(ExpectAll(cv1::TopologyEvent::DECISION, 2).reconfigure());
+  ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  ExpectRouting(ExpectAll(cv1::TopologyEvent::COMMIT, 2), {{0, 1}, {2, 3}});
 }
 
 using control::PlanOutcome;

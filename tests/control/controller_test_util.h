@@ -118,6 +118,7 @@ struct ControllerSetup {
   std::string listen;
   std::string predictor = "last";
   std::string router = "v1";
+  bool relay = false;
   absl::Duration prepare_deadline = absl::Seconds(2);
   absl::Duration commit_deadline = absl::Seconds(2);
   absl::Duration report_timeout = absl::Seconds(2);
@@ -132,6 +133,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   o.state_dir = s.state_dir;
   o.predictor = s.predictor;
   o.router = s.router;
+  o.relay = s.relay;
   o.prepare_deadline = s.prepare_deadline;
   o.commit_deadline = s.commit_deadline;
   o.report_timeout = s.report_timeout;

@@ -1,0 +1,267 @@
+// Router v2's two-hop relays in the data plane, on loopback: ranks as threads
+// (or processes, for the SIGKILL case), one per host of a spec whose hosts
+// have an EPS NIC (1 Gbit/s) and two OCS NICs (2 Gbit/s) on 127.x addresses.
+// Checks that a pair without a circuit sends the plan's relay share through
+// the host with circuits to both (counted at the origin and the relay
+// against hand-worked shares, every byte checked at the destination); that
+// every host can relay for every other at once with the smallest buffers
+// (no deadlock); that a relay hop cut mid-transfer loses nothing (the origin
+// re-sends the piece over EPS); that a relay rank SIGKILLed mid-transfer is
+// reported by every other rank without a hang; and the relay cutting
+// (CutRelays, RelayChunkCount/Len).
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/collectives/alltoall.h"
+#include "runtime/collectives/alltoall_internal.h"
+#include "runtime/collectives/sync.h"
+#include "runtime/common/status.h"
+#include "tests/collectives/checked_alltoallv.h"
+#include "tests/collectives/lo_ocs_spec.h"
+#include "tests/collectives/rank_harness.h"
+
+namespace mixnet::collectives {
+namespace {
+
+using internal::CutRelays;
+using internal::RelayChunkCount;
+using internal::RelayChunkLen;
+using testing::CheckedAlltoallv;
+using testing::RankMode;
+using testing::RunRanks;
+
+constexpr size_t kMiB = 1 << 20;
+
+// h0 - h1 - h2 in a line: h0 ocs0 (port 1) - h1 ocs0 (port 3), h1 ocs1
+// (port 4) - h2 ocs0 (port 5). h0 and h2 share no circuit.
+const char* kLine =
+    "  - {switch: s0, ports: [1, 3]}\n"
+    "  - {switch: s0, ports: [4, 5]}\n";
+
+// A ring h0 - h1 - h2 - h3 - h0 (ocs1 of each host to ocs0 of the next).
+const char* kRing =
+    "  - {switch: s0, ports: [2, 3]}\n"
+    "  - {switch: s0, ports: [4, 5]}\n"
+    "  - {switch: s0, ports: [6, 7]}\n"
+    "  - {switch: s0, ports: [8, 1]}\n";
+
+router::RoutingPlan Plan(int hosts, const std::function<double(int, int)>& bytes) {
+  router::RoutingPlan p;
+  p.version = 2;
+  p.relay = true;
+  for (int h = 0; h < hosts; ++h) p.hosts.push_back(absl::StrCat("h", h));
+  for (int i = 0; i < hosts; ++i) {
+    for (int j = 0; j < hosts; ++j) p.bytes.push_back(i == j ? 0.0 : bytes(i, j));
+  }
+  return p;
+}
+
+// The line's plan: D each way between h0 and h2, nothing else. Hand-worked
+// (fluid model): h0 -> h2 can go over EPS (E = 1 Gbit/s, h0's and h2's EPS
+// NICs carry nothing else) and through h1 (both hops at c = 2 Gbit/s, no
+// other traffic on them), so the completion time is T = D / (E + c) and the
+// relay carries T c = 2/3 of D, EPS 1/3; the same for h2 -> h0 over the
+// circuits' other directions.
+router::RoutingPlan LinePlan(double d) {
+  return Plan(3, [&](int i, int j) { return (i == 0 && j == 2) || (i == 2 && j == 0) ? d : 0.0; });
+}
+
+struct Counters {
+  uint64_t relay_sent = 0;
+  uint64_t forwarded = 0;
+  uint64_t resent = 0;
+};
+
+TEST(Relay, ALineRelaysThePlansShareThroughTheMiddleHost) {
+  const std::string spec = testing::LoOcsSpec("lo-relay", 3, kLine);
+  std::vector<Counters> c(3);
+  std::vector<PeerRouting> routing(3);
+  auto st = RunRanks(3, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
+    ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(rank, n, store, spec));
+    RETURN_IF_ERROR(comm->SetRouting(LinePlan(3.0 * kMiB)));
+    routing[rank] = comm->routing(2 - rank);
+    // 3 MiB between h0 and h2 (relayed), 1 MiB + 5 over each circuit pair.
+    auto bytes = [](int s, int d) { return s + d == 2 ? 3 * kMiB : kMiB + 5; };
+    for (uint64_t it = 0; it < 3; ++it) RETURN_IF_ERROR(CheckedAlltoallv(*comm, it, bytes));
+    c[rank] = {comm->relay_bytes_sent(), comm->relay_bytes_forwarded(), comm->pieces_resent()};
+    return Barrier(*comm);
+  });
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+  for (int origin : {0, 2}) {
+    const PeerRouting& r = routing[origin];
+    ASSERT_EQ(r.relays.size(), 1u) << "rank " << origin;
+    EXPECT_EQ(r.relays[0].rank, 1) << "rank " << origin;
+    EXPECT_NEAR(r.relays[0].share, 2.0 / 3.0, 2e-3) << "rank " << origin;
+    EXPECT_NEAR(r.eps_share, 1.0 / 3.0, 2e-3) << "rank " << origin;
+    // Three calls of 2/3 x 3 MiB = 2 MiB each (within a page of rounding).
+    EXPECT_NEAR(static_cast<double>(c[origin].relay_sent), 6.0 * kMiB, 3 * 4096.0)
+        << "rank " << origin;
+    EXPECT_EQ(c[origin].forwarded, 0u) << "rank " << origin;
+  }
+  EXPECT_EQ(c[1].relay_sent, 0u);
+  EXPECT_EQ(c[1].forwarded, c[0].relay_sent + c[2].relay_sent);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c[i].resent, 0u) << "rank " << i;
+}
+
+// Router v1 ignores the plan; a v2 rank relays to a v1 destination through a
+// v1 relay (the headers, not the router, say what to forward and expect).
+TEST(Relay, V1RanksForwardForV2Origins) {
+  const std::string spec = testing::LoOcsSpec("lo-relay-mixed", 3, kLine);
+  const std::vector<std::string> routers = {"v2", "v1", "v1"};
+  std::vector<Counters> c(3);
+  auto st = RunRanks(3, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
+    ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(rank, n, store, spec, routers[rank]));
+    RETURN_IF_ERROR(comm->SetRouting(LinePlan(3.0 * kMiB)));
+    auto bytes = [](int s, int d) { return s + d == 2 ? 3 * kMiB : kMiB; };
+    RETURN_IF_ERROR(CheckedAlltoallv(*comm, 1, bytes));
+    c[rank] = {comm->relay_bytes_sent(), comm->relay_bytes_forwarded(), comm->pieces_resent()};
+    return Barrier(*comm);
+  });
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+  EXPECT_NEAR(static_cast<double>(c[0].relay_sent), 2.0 * kMiB, 4096.0);
+  EXPECT_EQ(c[2].relay_sent, 0u) << "a v1 rank relayed";
+  EXPECT_EQ(c[1].forwarded, c[0].relay_sent);
+}
+
+// Every host relays for every other at once: uniform traffic on a ring, where
+// each non-adjacent pair relays through both of its common neighbours, with
+// the smallest chunks and buffers (one 4 KiB chunk in flight per stream),
+// so back-pressure holds every origin back; several calls, every byte checked.
+TEST(Relay, EveryHostRelaysForEveryOtherAtOnce) {
+  const std::string spec = testing::LoOcsSpec("lo-relay-ring", 4, kRing);
+  std::vector<Counters> c(4);
+  std::vector<PeerRouting> routing(4);
+  auto st = RunRanks(4, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
+    ASSIGN_OR_RETURN(auto comm,
+                     testing::MakeLoOcsComm(rank, n, store, spec, "v2", [](CommunicatorOptions& o) {
+                       o.relay_chunk_bytes = 4096;
+                       o.relay_buffer_bytes = 4096;
+                     }));
+    RETURN_IF_ERROR(comm->SetRouting(Plan(4, [](int, int) { return 2.0 * kMiB; })));
+    routing[rank] = comm->routing((rank + 2) % 4);
+    for (uint64_t it = 0; it < 4; ++it) {
+      RETURN_IF_ERROR(CheckedAlltoallv(*comm, it, [](int, int) { return 2 * kMiB + 7; }));
+    }
+    c[rank] = {comm->relay_bytes_sent(), comm->relay_bytes_forwarded(), comm->pieces_resent()};
+    return Barrier(*comm);
+  });
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+  uint64_t sent = 0, forwarded = 0;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(routing[i].relays.empty()) << "rank " << i << " plans no relay to its opposite";
+    EXPECT_GT(c[i].relay_sent, 0u) << "rank " << i;
+    EXPECT_GT(c[i].forwarded, 0u) << "rank " << i << " relayed nothing";
+    sent += c[i].relay_sent;
+    forwarded += c[i].forwarded;
+  }
+  EXPECT_EQ(sent, forwarded);
+}
+
+// A relay hop cut while the relay forwards: the destination misses the
+// piece, its receipt names it and the origin re-sends it over EPS; every byte
+// checked, and the next call works. `second_hop`: the relay kills its link to
+// the destination (else the one to the origin).
+class RelayCut : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RelayCut, TheOriginResendsThePieceOverEps) {
+  const bool second_hop = GetParam();
+  const std::string spec = testing::LoOcsSpec("lo-relay-cut", 3, kLine);
+  std::vector<Counters> c(3);
+  auto st = RunRanks(3, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
+    ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(rank, n, store, spec));
+    RETURN_IF_ERROR(comm->SetRouting(LinePlan(3.0 * kMiB)));
+    std::thread killer;
+    if (rank == 1) {
+      killer = std::thread([&] {
+        const absl::Time give_up = absl::Now() + absl::Seconds(20);
+        while (comm->relay_bytes_forwarded() == 0 && absl::Now() < give_up) {
+          absl::SleepFor(absl::Microseconds(50));
+        }
+        comm->TestOnlyKillDirectLink(second_hop ? 2 : 0);
+      });
+    }
+    // Only h0 -> h2 carries bytes, so the relay's first forwarded chunk is
+    // one of them; 48 MiB: 32 MiB relayed in 128 chunks.
+    auto bytes = [](int s, int d) { return s == 0 && d == 2 ? 48 * kMiB : 0; };
+    absl::Status s = CheckedAlltoallv(*comm, 7, bytes);
+    if (killer.joinable()) killer.join();
+    RETURN_IF_ERROR(s);
+    c[rank] = {comm->relay_bytes_sent(), comm->relay_bytes_forwarded(), comm->pieces_resent()};
+    RETURN_IF_ERROR(CheckedAlltoallv(*comm, 8, [](int, int) { return kMiB; }));
+    RETURN_IF_ERROR(comm->health());
+    return Barrier(*comm);
+  });
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+  EXPECT_EQ(c[0].resent, 1u) << "the origin re-sends the one relay piece";
+  EXPECT_LT(c[1].forwarded, 32 * kMiB) << "the cut came after the relay had forwarded everything";
+  std::cout << "forwarded before the cut: " << c[1].forwarded << " bytes\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Hops, RelayCut, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "SecondHop" : "FirstHop";
+                         });
+
+// The relay rank SIGKILLed while it forwards: every other rank returns
+// Unavailable naming it, well within twice the timeout (no hang).
+TEST(Relay, AKilledRelayIsReportedByTheOthers) {
+  const std::string spec = testing::LoOcsSpec("lo-relay-kill", 3, kLine);
+  const absl::Duration timeout = absl::Seconds(5);
+  const absl::Time start = absl::Now();
+  auto st = RunRanks(
+      3, RankMode::kProcesses,
+      [&](int rank, int n, rendezvous::Store& store) -> absl::Status {
+        ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(
+                                        rank, n, store, spec, "v2",
+                                        [&](CommunicatorOptions& o) { o.timeout = timeout; }));
+        RETURN_IF_ERROR(comm->SetRouting(LinePlan(3.0 * kMiB)));
+        for (uint64_t it = 0; it < 100000; ++it) {
+          RETURN_IF_ERROR(CheckedAlltoallv(
+              *comm, it, [](int s, int d) { return s + d == 2 ? 6 * kMiB : kMiB; }));
+        }
+        return absl::InternalError("the relay was never killed");
+      },
+      absl::Seconds(60), /*kill_rank=*/1, absl::Milliseconds(1500));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500) + 2 * timeout + absl::Seconds(5));
+  for (int r : {0, 2}) {
+    EXPECT_EQ(st[r].code(), absl::StatusCode::kUnavailable) << "rank " << r << ": " << st[r];
+    EXPECT_NE(st[r].message().find("rank 1"), std::string::npos) << "rank " << r << ": " << st[r];
+  }
+}
+
+// CutRelays and the chunking, hand-worked.
+TEST(RelayCutting, SharesRoundToPagesAndTheRestKeepsTheEpsShare) {
+  // 3 MiB, 2/3 relayed: 2 MiB (512 pages); EPS 1/3 of the whole is all of
+  // the 1 MiB rest.
+  internal::RelayCut c = CutRelays(3 * kMiB, 1.0 / 3.0, {2.0 / 3.0});
+  EXPECT_EQ(c.lens, (std::vector<uint64_t>{2 * kMiB}));
+  EXPECT_NEAR(c.rest_eps_share, 1.0, 1e-12);
+  // 4 MiB: relays 1/4 and 1/4 (1 MiB each), EPS 1/4 of the whole = 1/2 of
+  // the 2 MiB rest.
+  c = CutRelays(4 * kMiB, 0.25, {0.25, 0.25});
+  EXPECT_EQ(c.lens, (std::vector<uint64_t>{kMiB, kMiB}));
+  EXPECT_NEAR(c.rest_eps_share, 0.5, 1e-12);
+  // 5000 bytes, 0.5 relayed: round(2500 / 4096) = 1 page.
+  c = CutRelays(5000, 0, {0.5});
+  EXPECT_EQ(c.lens, (std::vector<uint64_t>{4096}));
+  EXPECT_EQ(c.rest_eps_share, 0);
+  // Shares past the bytes: the second relay gets what is left (8 KiB - 8 KiB = 0).
+  c = CutRelays(8192, 0, {1.0, 0.5});
+  EXPECT_EQ(c.lens, (std::vector<uint64_t>{8192, 0}));
+  // Nothing to send: nothing relayed.
+  c = CutRelays(0, 0.5, {0.5});
+  EXPECT_EQ(c.lens, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(c.rest_eps_share, 0);
+  // 10 KiB in 4 KiB chunks: 4 + 4 + 2.
+  EXPECT_EQ(RelayChunkCount(10240, 4096), 3u);
+  EXPECT_EQ(RelayChunkLen(10240, 4096, 0), 4096u);
+  EXPECT_EQ(RelayChunkLen(10240, 4096, 2), 2048u);
+  EXPECT_EQ(RelayChunkLen(10240, 4096, 3), 0u);
+  EXPECT_EQ(RelayChunkCount(8192, 4096), 2u);
+}
+
+}  // namespace
+}  // namespace mixnet::collectives
