@@ -63,9 +63,10 @@ circuits:
 
 class DataplaneFabricTest : public ::testing::Test {
  protected:
-  void Up(const std::string& stem) {
+  // `yaml`: the spec to bring up (kDataplaneSpec unless a test rewires it).
+  void Up(const std::string& stem, const std::string& yaml = kDataplaneSpec) {
     MIXNET_SKIP_UNLESS_NETNS();
-    absl::StatusOr<cluster::ClusterSpec> spec = cluster::ClusterSpec::Parse(kDataplaneSpec, stem);
+    absl::StatusOr<cluster::ClusterSpec> spec = cluster::ClusterSpec::Parse(yaml, stem);
     ASSERT_TRUE(spec.ok()) << spec.status();
     spec_ = *std::move(spec);
     prefix_ = UniquePrefix(stem);

@@ -16,6 +16,11 @@
 // share of a host's transmitted bytes that left through eps0 is compared
 // within 3 points.
 //
+// Relays: with h0 - h1 - h2 in a line (no circuit h0-h2) and a plan of D
+// from h0 to h2 only, h0 -> h2 can use its EPS (0.2 Gbit/s) and the relay
+// through h1 (both hops 0.4 Gbit/s): T = D / 0.6, 2/3 of D through h1 and
+// 1/3 over EPS; h1 forwards 2/3 of D on its ocs1 (the hop to h2).
+//
 // Threads: rank threads run the collectives; the test thread reads counters.
 #include <iostream>
 
@@ -90,6 +95,72 @@ TEST_F(SplitFabricTest, NicCountersFollowTheSplitWeights) {
     for (int r = 0; r < 4; ++r) {
       EXPECT_LT(v1[r], 0.02) << "h" << r << " under " << router << (plan ? " with" : " without")
                              << " a plan: circuits only";
+    }
+  }
+}
+
+// kDataplaneSpec rewired as the line h0 ocs0 - h1 ocs0, h1 ocs1 - h2 ocs0.
+std::string LineSpec() {
+  const std::string y = kDataplaneSpec;
+  return y.substr(0, y.find("circuits:")) +
+         "circuits:\n  - {switch: ocs0, ports: [1, 3]}\n  - {switch: ocs0, ports: [4, 5]}\n";
+}
+
+TEST_F(SplitFabricTest, NicCountersFollowTheRelayWeights) {
+  ASSERT_NO_FATAL_FAILURE(Up("relay", LineSpec()));
+  if (IsSkipped()) return;
+  constexpr int kWorld = 4;
+  constexpr size_t kBytes = 24u << 20;
+  auto count = [](int src, int dst) -> size_t { return src == 0 && dst == 2 ? kBytes : 0; };
+  // Per relay setting: h0's eps0 and ocs0 and h1's ocs1 transmitted bytes.
+  for (bool relay : {true, false}) {
+    uint64_t h0_eps = 0, h0_ocs = 0, h1_ocs1 = 0;
+    absl::Duration took;
+    auto tx = [&](bool after) -> absl::Status {
+      ASSIGN_OR_RETURN(uint64_t e, TxBytes("h0", "eps0"));
+      ASSIGN_OR_RETURN(uint64_t o, TxBytes("h0", "ocs0"));
+      ASSIGN_OR_RETURN(uint64_t f, TxBytes("h1", "ocs1"));
+      h0_eps = after ? e - h0_eps : e;
+      h0_ocs = after ? o - h0_ocs : o;
+      h1_ocs1 = after ? f - h1_ocs1 : f;
+      return absl::OkStatus();
+    };
+    auto statuses =
+        RunRanks(kWorld, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
+          ASSIGN_OR_RETURN(auto comm, Join(rank, world, store, "v2"));
+          router::RoutingPlan p;
+          p.relay = relay;
+          p.hosts = {"h0", "h1", "h2", "h3"};
+          p.bytes.assign(16, 0.0);
+          p.bytes[0 * 4 + 2] = kBytes;
+          RETURN_IF_ERROR(comm->SetRouting(p));
+          RETURN_IF_ERROR(collectives::Barrier(*comm));
+          if (rank == 0) RETURN_IF_ERROR(tx(false));
+          RETURN_IF_ERROR(collectives::Barrier(*comm));
+          const absl::Time start = absl::Now();
+          RETURN_IF_ERROR(CheckedAlltoallv(*comm, 1, count));
+          if (rank == 2) took = absl::Now() - start;
+          RETURN_IF_ERROR(collectives::Barrier(*comm));
+          if (rank == 0) RETURN_IF_ERROR(tx(true));
+          return collectives::Barrier(*comm);
+        });
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+    }
+    const double eps_share = static_cast<double>(h0_eps) / static_cast<double>(h0_eps + h0_ocs);
+    std::cout << "relay " << (relay ? "on" : "off") << ": h0 eps0 " << h0_eps << " B, ocs0 "
+              << h0_ocs << " B (EPS share " << eps_share << "), h1 ocs1 " << h1_ocs1
+              << " B; h2 received in " << absl::FormatDuration(took)
+              << " (floor: " << (relay ? "D / 0.6" : "D / 0.2") << " Gbit/s = "
+              << absl::FormatDuration(absl::Seconds(kBytes * 8.0 / (relay ? 0.6e9 : 0.2e9)))
+              << ")\n";
+    if (relay) {
+      EXPECT_NEAR(eps_share, 1.0 / 3.0, 0.03);
+      // 2/3 of 24 MiB = 16 MiB on the second hop, plus headers (~3%).
+      EXPECT_NEAR(static_cast<double>(h1_ocs1), 16.0 * (1 << 20) * 1.03, 0.03 * 16 * (1 << 20));
+    } else {
+      EXPECT_GT(eps_share, 0.97) << "no relay: all over EPS";
+      EXPECT_LT(h1_ocs1, 1u << 20) << "no relay: h1 forwards nothing";
     }
   }
 }
