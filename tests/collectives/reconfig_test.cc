@@ -103,11 +103,14 @@ TEST(Reconfig, ContinuousAlltoallvAcrossManyRounds) {
         }
         agent.join();
         calls[rank] = iter;
-        direct_bytes[rank] = comm->direct_bytes_sent();
         RETURN_IF_ERROR(s);
         RETURN_IF_ERROR(agent_status);
-        // Still healthy afterwards.
-        return CheckedAlltoallv(*comm, iter + 1, 50000);
+        // Still healthy afterwards, and on the last round's circuits (epoch
+        // 60: topo[0], committed), whatever the calls during the rounds got
+        // (under a sanitizer on a loaded machine that may be a handful).
+        RETURN_IF_ERROR(CheckedAlltoallv(*comm, iter + 1, 50000));
+        direct_bytes[rank] = comm->direct_bytes_sent();
+        return absl::OkStatus();
       });
   for (int r = 0; r < kWorld; ++r)
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
