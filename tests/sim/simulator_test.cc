@@ -119,11 +119,15 @@ TEST(SimWorkloadTest, TokenCountTraceDrivesTheMatrix) {
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j)
       EXPECT_NEAR(t[0].hosts.at(i, j), j == 5 ? kTinyRankBytes : 0.0, 1e-6);
-  // Expert count mismatch is named.
-  m.experts = 16;
+  // Neither the expert count nor the rank count matches: named.
+  TrafficReport odd;
+  odd.entries.push_back(TokenCounts::Zero({.layer = 0, .micro_batch = 0}, 6, 12));
+  odd.entries.back().at(0, 0) = 1;
+  std::ofstream(path) << odd.ToJson() << "\n";
   auto bad = Workload::Create(m, *l);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("experts"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("12 experts over 6 ranks"), std::string::npos)
+      << bad.status();
 }
 
 TEST(SimulatorTest, UniformIterationOnFatTreeIsAnalytic) {
