@@ -45,6 +45,16 @@ ModelConfig Tiny() {
   return m;
 }
 
+// Tiny() with Zipf popularity of exponent `s` drifting by `drift`, no noise.
+ModelConfig ZipfTiny(double s, double drift) {
+  ModelConfig m = Tiny();
+  m.skew.kind = "zipf";
+  m.skew.zipf_s = s;
+  m.skew.drift = drift;
+  m.skew.noise = 0;
+  return m;
+}
+
 TEST(SimConfigTest, EveryShippedModelLoads) {
   for (const std::string name :
        {"mixtral-8x7b", "mixtral-8x22b", "llama-moe", "qwen-moe", "deepseek-v3"}) {
@@ -78,11 +88,7 @@ TEST(SimConfigTest, BadModelNamesTheField) {
 }
 
 TEST(SimWorkloadTest, ZipfSkewAndDrift) {
-  ModelConfig m = Tiny();
-  m.skew.kind = "zipf";
-  m.skew.zipf_s = 1.5;
-  m.skew.drift = 0.3;
-  m.skew.noise = 0;
+  ModelConfig m = ZipfTiny(1.5, 0.3);
   auto l = MakeLayout(m, 128);
   ASSERT_TRUE(l.ok());
   auto w = Workload::Create(m, *l);
@@ -354,13 +360,8 @@ TEST(SimulatorTest, ATraceDrivesThePlanner) {
 // std-dev s sqrt(2 t); 56 layers x 4 disjoint pairs give 224 samples, whose
 // std-dev is within 15 % (about 3 std-errors).
 TEST(SimWorkloadTest, PopularityDiffersPerLayerAndDrifts) {
-  ModelConfig m = Tiny();
+  ModelConfig m = ZipfTiny(1.0, 0.1);
   m.layers = 56;
-  m.pp = 2;
-  m.skew.kind = "zipf";
-  m.skew.zipf_s = 1.0;
-  m.skew.drift = 0.1;
-  m.skew.noise = 0;
   m.skew.seed = 7;
   auto l = MakeLayout(m, 128);
   ASSERT_TRUE(l.ok());
