@@ -42,6 +42,16 @@ absl::StatusOr<YAML::Node> LoadFile(const std::string& path) {
 
 }  // namespace
 
+absl::Status UseTrace(ModelConfig& m, const std::string& path, const std::string& placement) {
+  if (placement != "contiguous" && placement != "round_robin")
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace placement '", placement, "' (contiguous or round_robin)"));
+  m.skew.kind = "trace";
+  m.skew.trace = path;
+  m.skew.placement = placement;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GpuSpec> BuiltinGpu(const std::string& name) {
   GpuSpec g;
   g.name = name;
@@ -138,6 +148,7 @@ absl::StatusOr<ModelConfig> LoadModel(const std::string& path) {
     SIM_READ(s, "noise", m.skew.noise, path);
     SIM_READ(s, "shares", m.skew.shares, path);
     SIM_READ(s, "trace", m.skew.trace, path);
+    SIM_READ(s, "placement", m.skew.placement, path);
     SIM_READ(s, "seed", m.skew.seed, path);
     if (!m.skew.trace.empty() && std::filesystem::path(m.skew.trace).is_relative())
       m.skew.trace = (std::filesystem::path(path).parent_path() / m.skew.trace).string();

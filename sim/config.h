@@ -31,6 +31,10 @@ struct SkewSpec {
   double noise = 0.05;         // per source rank multiplicative noise (uniform +-noise)
   std::vector<double> shares;  // fixed: per-expert shares (repeated when shorter)
   std::string trace;           // trace: TrafficReport JSON file(s), one report per line
+  // trace: where the trace's expert e lived: "contiguous" (blocks per rank, as
+  // the simulator numbers experts and examples/moe_pytorch records them) or
+  // "round_robin" (rank e % ranks, the emulated demo's default).
+  std::string placement = "contiguous";
   unsigned seed = 1;
 };
 
@@ -63,6 +67,10 @@ struct ModelConfig {
   // EP x TP a multiple of 8 (a region is whole servers). InvalidArgument naming the field.
   absl::Status Validate() const;
 };
+
+// Drives `m` by a token-count trace: skew kind "trace", the file and the
+// placement of its experts. InvalidArgument for an unknown placement.
+absl::Status UseTrace(ModelConfig& m, const std::string& path, const std::string& placement);
 
 // Loads a model from a YAML file. InvalidArgument naming the file and field.
 absl::StatusOr<ModelConfig> LoadModel(const std::string& path);

@@ -44,16 +44,19 @@ absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& f, int gpus, cons
       break;
     }
     case FabricKind::kTopoOpt:
+    case FabricKind::kMixNetStatic:
     case FabricKind::kMixNet: {
-      const double circuit_nics = nics * f.alpha / f.nics_per_server;
+      // TopoOpt: every NIC on the patch panel, no EPS.
+      const double circuit_nics =
+          f.kind == FabricKind::kTopoOpt ? nics : nics * f.alpha / f.nics_per_server;
       AddTree(c, nics - circuit_nics, prices.fattree, p, prices.fibre_m);
       c.nics += circuit_nics * p.nic;
       c.transceivers += circuit_nics * p.transceiver;
       c.fibre += circuit_nics * prices.fibre_m * p.fibre_per_m;
-      if (f.kind == FabricKind::kMixNet) {
-        c.ocs_ports += circuit_nics * p.ocs_port;
-      } else {
+      if (f.kind == FabricKind::kTopoOpt) {
         c.patch_panel += circuit_nics * p.patch_panel_port;
+      } else {
+        c.ocs_ports += circuit_nics * p.ocs_port;
       }
       break;
     }

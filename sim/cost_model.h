@@ -23,9 +23,11 @@ struct CostBreakdown {
 // One NIC per GPU. Electrical NICs take the tree's bill of materials per NIC:
 // fattree `prices.fattree`; oversub with ratio r keeps the leaf's down port,
 // the NIC and its leaf transceiver and divides the rest by r; rail
-// `prices.rail`. topoopt / mixnet: alpha of 8 NICs per server on circuits
-// (NIC, its transceiver, one fibre, and an OCS port (mixnet) or a patch-panel
-// port (topoopt)); the other NICs on a non-blocking fat-tree.
+// `prices.rail`. mixnet / mixnet-static: alpha of 8 NICs per server on
+// circuits (NIC, its transceiver, one fibre and an OCS port), the other NICs on
+// a non-blocking fat-tree; mixnet-static is MixNet's hardware run without
+// switching. topoopt: every NIC on the patch panel (NIC, transceiver, fibre,
+// patch-panel port), no EPS.
 // NotFound when the price file lacks the link speed.
 absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& fabric, int gpus,
                                           const Prices& prices);

@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/planner/fluid_model.h"
 #include "runtime/planner/routing.h"
+#include "sim/direct_connect.h"
 #include "sim/flow_solver.h"
+#include "sim/rail_fabric.h"
 
 namespace mixnet::sim {
 namespace {
@@ -94,7 +96,7 @@ class ElectricalFabric final : public Fabric {
 class CircuitFabric final : public Fabric {
  public:
   // `start`: per region, the circuits the job starts from; empty: mixnet's
-  // random alpha-regular graph, topoopt's none.
+  // random alpha-regular graph, mixnet-static's none (until Prepare).
   CircuitFabric(const FabricOptions& o, const Layout& l, planner::ClusterPlanner cp,
                 std::vector<std::vector<planner::PlannedCircuit>> start)
       : o_(o),
@@ -111,10 +113,14 @@ class CircuitFabric final : public Fabric {
   }
   std::string Routing() const override { return RoutingName(o_.router, o_.relay); }
 
-  absl::Status Prepare(const std::vector<TrafficMatrix>& mean) override {
-    if (o_.kind != FabricKind::kTopoOpt) return absl::OkStatus();
+  // mixnet-static: one plan per region from the job's mean matrix.
+  absl::Status Prepare(const JobTraffic& job) override {
+    if (o_.kind != FabricKind::kMixNetStatic) return absl::OkStatus();
+    if (static_cast<int>(job.a2a_mean.size()) != l_.regions)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mixnet-static: ", job.a2a_mean.size(), " mean matrices for ", l_.regions, " regions"));
     for (int r = 0; r < l_.regions; ++r) {
-      auto plan = planner::PlanRegion(planner_.regions()[r], mean[r], {}, o_.planner);
+      auto plan = planner::PlanRegion(planner_.regions()[r], job.a2a_mean[r], {}, o_.planner);
       if (!plan.ok()) return plan.status();
       current_[r] = plan->circuits;
     }
@@ -253,6 +259,8 @@ std::string_view FabricName(FabricKind k) {
       return "rail";
     case FabricKind::kTopoOpt:
       return "topoopt";
+    case FabricKind::kMixNetStatic:
+      return "mixnet-static";
     case FabricKind::kMixNet:
       return "mixnet";
   }
@@ -261,10 +269,11 @@ std::string_view FabricName(FabricKind k) {
 
 absl::StatusOr<FabricKind> ParseFabric(std::string_view name) {
   for (FabricKind k : {FabricKind::kFatTree, FabricKind::kOversub, FabricKind::kRail,
-                       FabricKind::kTopoOpt, FabricKind::kMixNet})
+                       FabricKind::kTopoOpt, FabricKind::kMixNetStatic, FabricKind::kMixNet})
     if (FabricName(k) == name) return k;
-  return absl::InvalidArgumentError(absl::StrCat("unknown fabric '", std::string(name),
-                                                 "' (fattree, oversub, rail, topoopt, mixnet)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown fabric '", std::string(name),
+                   "' (fattree, oversub, rail, topoopt, mixnet-static, mixnet)"));
 }
 
 absl::StatusOr<std::unique_ptr<Fabric>> MakeFabric(const FabricOptions& options, const Layout& l) {
@@ -278,15 +287,18 @@ absl::StatusOr<std::unique_ptr<Fabric>> MakeFabric(const FabricOptions& options,
   const double server_Bps = o.nics_per_server * o.link_gbps * kBytesPerGbit;
   switch (o.kind) {
     case FabricKind::kFatTree:
-    case FabricKind::kRail:
       return std::make_unique<ElectricalFabric>(o.kind, l, Electrical(l, server_Bps, 1, 1));
+    case FabricKind::kRail:
+      return MakeRailFabric(o, l);
+    case FabricKind::kTopoOpt:
+      return MakeTopoOptFabric(o, l);
     case FabricKind::kOversub:
       if (!(o.oversub >= 1))
         return absl::InvalidArgumentError(
             absl::StrCat("oversubscription ratio ", o.oversub, " < 1"));
       return std::make_unique<ElectricalFabric>(
           o.kind, l, Electrical(l, server_Bps, o.pod_servers, o.oversub));
-    case FabricKind::kTopoOpt:
+    case FabricKind::kMixNetStatic:
     case FabricKind::kMixNet: {
       // At least one EPS NIC: DP and pipeline traffic only takes EPS.
       if (o.alpha < 1 || o.alpha >= o.nics_per_server)

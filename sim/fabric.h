@@ -4,10 +4,14 @@
 //  - fattree:  non-blocking; a server's 8 NICs are its only limits;
 //  - oversub:  fat-tree oversubscribed at the leaf: pods of `pod_servers`
 //              servers whose uplinks carry pod NICs x rate / ratio;
-//  - rail:     rail-optimised (rank-aligned traffic stays on its rail; the
-//              flow model equals the non-blocking fat-tree, the cost is two tiers);
-//  - topoopt:  static circuits on alpha NICs planned once for the job's mean
-//              traffic (the runtime planner), EPS on the other 8 - alpha;
+//  - rail:     rail-optimised (rail_fabric.cc): NIC k of every server on rail
+//              k's leaf, leaves of `rail_group_servers` servers under a spine;
+//              each GPU's bytes pinned to its destination GPU's rail (PXN);
+//  - topoopt:  TopoOpt (direct_connect.h): every NIC on one static
+//              direct-connect topology planned once per job from the job's
+//              traffic, no EPS, multi-hop forwarding through hosts;
+//  - mixnet-static: MixNet's NICs (regional circuits on alpha, EPS on the
+//              rest) with one plan per job from the mean matrix, never switched;
 //  - mixnet:   regional OCS on alpha NICs re-planned per layer and direction by
 //              the runtime's ClusterPlanner + Decide on the predicted matrix,
 //              bytes split as the workers' router does (Router: v1 circuits
@@ -31,12 +35,13 @@
 
 namespace mixnet::sim {
 
-enum class FabricKind { kFatTree, kOversub, kRail, kTopoOpt, kMixNet };
+enum class FabricKind { kFatTree, kOversub, kRail, kTopoOpt, kMixNetStatic, kMixNet };
 std::string_view FabricName(FabricKind k);
-// "fattree", "oversub", "rail", "topoopt", "mixnet"; InvalidArgument otherwise.
+// "fattree", "oversub", "rail", "topoopt", "mixnet-static", "mixnet";
+// InvalidArgument otherwise.
 absl::StatusOr<FabricKind> ParseFabric(std::string_view name);
 
-// How the circuit fabrics (topoopt, mixnet) split a pair's bytes, and what the
+// How the regional circuit fabrics (mixnet-static, mixnet) split a pair's bytes, and what the
 // planner scores topologies with (planner::PlannerOptions):
 //  - kV1: router v1 (runtime/router/route_table.h): a pair's bytes over its
 //    circuits if it has any, else over EPS (planner::CircuitOnlyRouting;
@@ -56,19 +61,22 @@ struct FabricOptions {
   FabricKind kind = FabricKind::kFatTree;
   double link_gbps = 400;
   int nics_per_server = 8;
-  int alpha = 6;                // topoopt, mixnet: NICs on circuits
-  double oversub = 3;           // oversub: leaf uplink ratio
-  int pod_servers = 4;          // oversub: servers per leaf (pod)
-  double switch_s = 0.025;      // mixnet: OCS switching delay
-  Router router = Router::kV2;  // topoopt, mixnet: the workers' router
-  bool relay = false;           // router v2 only: two-hop relays
+  int alpha = 6;                  // mixnet-static, mixnet: NICs on circuits
+  double oversub = 3;             // oversub: leaf uplink ratio
+  int pod_servers = 4;            // oversub: servers per leaf (pod)
+  int rail_group_servers = 32;    // rail: servers under one rail leaf (per rail)
+  double rail_spine_oversub = 1;  // rail: leaf down / up capacity towards the spine
+  int topoopt_paths = 4;          // topoopt: shortest paths a pair's bytes are split over
+  double switch_s = 0.025;        // mixnet: OCS switching delay
+  Router router = Router::kV2;    // mixnet-static, mixnet: the workers' router
+  bool relay = false;             // router v2 only: two-hop relays
   // Planner algorithm and budgets; its scoring (circuit_only, relay) is set
   // from `router` and `relay` by MakeFabric.
   planner::PlannerOptions planner = {};
-  // topoopt, mixnet: the topology the job starts from, in spec form (region r's
-  // switch is "ocs<r>", host h's OCS NIC k is port h * alpha + k + 1). Empty:
-  // mixnet starts from the paper's random alpha-regular graph, topoopt from no
-  // circuits until Prepare.
+  // mixnet-static, mixnet: the topology the job starts from, in spec form
+  // (region r's switch is "ocs<r>", host h's OCS NIC k is port h * alpha + k +
+  // 1). Empty: mixnet starts from the paper's random alpha-regular graph,
+  // mixnet-static from no circuits until Prepare.
   std::vector<cluster::CircuitSpec> initial_circuits = {};
 };
 
@@ -82,6 +90,22 @@ struct A2AOptions {
   bool plan = true;      // mixnet: re-plan (false: reuse the live circuits, e.g. combine)
   double overlap_s = 0;  // compute the switching can hide behind
   double uses = 2;       // all-to-alls served by a new topology (Decide)
+  // rail: per region the EP x EP rank bytes behind `actual` (rank i's GPU t
+  // sends 1/TP of them to rank j's GPU t), which say which rail each byte
+  // takes. Null: every server pair's bytes spread evenly over the 8 rails
+  // (what rank-aligned traffic with TP a multiple of 8 gives).
+  const std::vector<TrafficMatrix>* ranks = nullptr;
+};
+
+// What a fabric planned once per job (topoopt, mixnet-static) is planned from:
+// one iteration's traffic.
+struct JobTraffic {
+  // Per region, the mean over layers of one all-to-all phase's server-pair
+  // bytes, symmetrised ((D + D^T) / 2: dispatch and combine alike).
+  std::vector<TrafficMatrix> a2a_mean;
+  double a2a_phases = 0;  // all-to-all phases per iteration, each moving a2a_mean
+  // DP all-reduce and pipeline bytes per iteration between servers.
+  std::vector<ServerFlow> other;
 };
 
 struct PhaseTime {
@@ -101,11 +125,13 @@ class Fabric {
                                              const A2AOptions& options) = 0;
   // Server-to-server transfers at once (DP all-reduce rings, pipeline sends).
   virtual double Transfer(const std::vector<ServerFlow>& flows) = 0;
-  // topoopt: plans the static circuits from the job's mean matrices (no-op elsewhere).
-  virtual absl::Status Prepare(const std::vector<TrafficMatrix>& mean) { return absl::OkStatus(); }
+  // topoopt, mixnet-static: plans the static topology from the job's traffic
+  // (no-op elsewhere). Call before AllToAll and Transfer.
+  virtual absl::Status Prepare(const JobTraffic& job) { return absl::OkStatus(); }
   // The live circuits per region (empty for the electrical fabrics).
   virtual std::vector<std::vector<planner::PlannedCircuit>> LiveCircuits() const { return {}; }
-  // The routing a circuit fabric runs ("v1", "v2", "v2+relay"); "eps" elsewhere.
+  // The routing a fabric runs: "v1", "v2", "v2+relay" (mixnet, mixnet-static),
+  // "multihop" (topoopt), "rail" (rail: PXN onto the destination's rail), "eps".
   virtual std::string Routing() const { return "eps"; }
 };
 

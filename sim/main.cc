@@ -1,6 +1,6 @@
 // mixnet_fabricsim: iteration time, network cost and performance per dollar of
-// MoE training on fat-tree, oversubscribed fat-tree, rail-optimised, TopoOpt-like
-// and MixNet fabrics, per model, GPU count and link speed. Thin main: flags,
+// MoE training on fat-tree, oversubscribed fat-tree, rail-optimised, TopoOpt,
+// mixnet-static and MixNet fabrics, per model, GPU count and link speed. Thin main: flags,
 // then one Simulate per case (main thread), then the report.
 #include <unistd.h>
 
@@ -73,10 +73,11 @@ int main(int argc, char** argv) {
   SimOptions base;
   double switch_ms = 25;
   std::string algo = "improved", router = "v2", relay = "off";
+  std::string trace, trace_placement = "contiguous";
   app.add_option("--model", models_arg,
                  "models (names in the models dir or YAML paths), comma-separated");
   app.add_option("--gpus", gpus, "GPUs (default: the model's); DP = gpus / (EP TP PP)");
-  app.add_option("--fabric", fabrics_arg, "fattree,oversub,rail,topoopt,mixnet");
+  app.add_option("--fabric", fabrics_arg, "fattree,oversub,rail,topoopt,mixnet-static,mixnet");
   app.add_option("--link-gbps", gbps_arg, "link speeds in Gb/s, comma-separated");
   app.add_flag("--json", json, "one JSON object per (model, fabric, link speed) on stdout");
   app.add_option("--csv", csv_path, "also write CSV here");
@@ -87,6 +88,19 @@ int main(int argc, char** argv) {
   app.add_option("--switch-ms", switch_ms, "OCS switching delay, ms");
   app.add_option("--oversub", base.fabric.oversub, "oversubscription ratio of 'oversub'");
   app.add_option("--pod-servers", base.fabric.pod_servers, "servers per leaf of 'oversub'");
+  app.add_option("--rail-group-servers", base.fabric.rail_group_servers,
+                 "rail: servers under one rail leaf (per rail); more leaves meet at the spine");
+  app.add_option("--rail-spine-oversub", base.fabric.rail_spine_oversub,
+                 "rail: a leaf's NIC capacity over its spine capacity (1: non-blocking)");
+  app.add_option("--topoopt-paths", base.fabric.topoopt_paths,
+                 "topoopt: shortest paths each server pair's bytes are split over");
+  app.add_option("--trace", trace,
+                 "drive every model by this token-count trace (TrafficReport JSON lines, as "
+                 "runtime/locality and examples/moe_pytorch --trace-out write them)");
+  app.add_option("--trace-placement", trace_placement,
+                 "where the trace's expert e lived: contiguous (blocks per rank) or round_robin "
+                 "(rank e % ranks, the demo's default)")
+      ->check(CLI::IsMember({"contiguous", "round_robin"}));
   app.add_option("--iterations", base.iterations, "measured iterations (averaged)");
   app.add_option("--decide-uses", base.decide_uses,
                  "all-to-alls a new topology is credited with when deciding to switch");
@@ -158,6 +172,8 @@ int main(int argc, char** argv) {
   for (const std::string& name : SplitList(models_arg)) {
     auto model = FindModel(name, models_dir);
     if (!model.ok()) return Fail(model.status());
+    if (!trace.empty())
+      if (auto st = UseTrace(*model, trace, trace_placement); !st.ok()) return Fail(st);
     const int n_gpus = gpus > 0 ? gpus : model->gpus;
     for (double gbps : speeds) {
       // The fat-tree is always simulated: it normalises perf per dollar.

@@ -33,6 +33,7 @@ struct PassTimes {
 // region's actual and predicted matrix (and their transposes), compute.
 struct IterationInputs {
   std::vector<std::vector<TrafficMatrix>> actual, predicted, actual_t, predicted_t;
+  std::vector<std::vector<TrafficMatrix>> ranks, ranks_t;  // EP x EP rank bytes (rail)
   std::vector<double> expert_fwd, other_fwd;
 };
 
@@ -70,11 +71,14 @@ absl::StatusOr<PassTimes> RunPass(Fabric& fab, const IterationInputs& in, const 
     // The round for layer 0 starts after the last backward layer's
     // dispatch-grad: it also has that layer's attention backward.
     const double window = attn_fwd(x) + (x == 0 ? attn_bwd(0) : 0);
-    A2AOptions a{
-        .plan = forecast, .overlap_s = o.forward_ahead ? window : 0, .uses = o.decide_uses};
+    A2AOptions a{.plan = forecast,
+                 .overlap_s = o.forward_ahead ? window : 0,
+                 .uses = o.decide_uses,
+                 .ranks = &in.ranks[x]};
     auto d = fab.AllToAll(in.actual[x], in.predicted[x], a);
     if (!d.ok()) return d.status();
     a.plan = false;
+    a.ranks = &in.ranks_t[x];
     auto c = fab.AllToAll(in.actual_t[x], in.predicted_t[x], a);
     if (!c.ok()) return c.status();
     count(*d);
@@ -83,11 +87,14 @@ absl::StatusOr<PassTimes> RunPass(Fabric& fab, const IterationInputs& in, const 
     pass.fwd += attn_fwd(x) + in.expert_fwd[x] + d->seconds + c->seconds;
   }
   for (int x = Lps - 1; x >= 0; --x) {  // backward: the matrices are known now
-    A2AOptions a{
-        .plan = true, .overlap_s = o.hide_backward ? bwd_window(x) : 0, .uses = o.decide_uses};
+    A2AOptions a{.plan = true,
+                 .overlap_s = o.hide_backward ? bwd_window(x) : 0,
+                 .uses = o.decide_uses,
+                 .ranks = &in.ranks[x]};
     auto cg = fab.AllToAll(in.actual[x], in.actual[x], a);
     if (!cg.ok()) return cg.status();
     a.plan = false;
+    a.ranks = &in.ranks_t[x];
     auto dg = fab.AllToAll(in.actual_t[x], in.actual_t[x], a);
     if (!dg.ok()) return dg.status();
     count(*cg);
@@ -135,6 +142,14 @@ std::vector<ServerFlow> PipelineFlows(const ModelConfig& m, const Layout& l) {
   return flows;
 }
 
+// One hop of a bidirectional ring all-reduce: half the bytes each way (on a
+// switched fabric the same load per NIC as one direction; on directed or
+// duplex links it uses both directions).
+void Ring(std::vector<ServerFlow>& flows, int a, int b, double bytes) {
+  flows.push_back({a, b, bytes / 2});
+  flows.push_back({b, a, bytes / 2});
+}
+
 std::vector<ServerFlow> AllReduceFlows(const ModelConfig& m, const Layout& l) {
   std::vector<ServerFlow> flows;
   const int n = l.region_servers;
@@ -153,7 +168,7 @@ std::vector<ServerFlow> AllReduceFlows(const ModelConfig& m, const Layout& l) {
     if (ranks > 1 && ring.size() > 1) {
       const double bytes = std::min(kGpusPerServer, m.tp) * 2.0 * (ranks - 1) / ranks * dense_gpu;
       for (size_t i = 0; i < ring.size(); ++i)
-        flows.push_back({ring[i], ring[(i + 1) % ring.size()], bytes});
+        Ring(flows, ring[i], ring[(i + 1) % ring.size()], bytes);
     }
     // Expert parameters: a ring over the DP replicas of each expert shard.
     if (l.dp > 1 && moe_layers > 0) {
@@ -162,8 +177,7 @@ std::vector<ServerFlow> AllReduceFlows(const ModelConfig& m, const Layout& l) {
       const double bytes = kGpusPerServer * 2.0 * (l.dp - 1) / l.dp * expert_gpu;
       for (int d = 0; d < l.dp; ++d)
         for (int k = 0; k < n; ++k)
-          flows.push_back(
-              {l.region_of(d, p) * n + k, l.region_of((d + 1) % l.dp, p) * n + k, bytes});
+          Ring(flows, l.region_of(d, p) * n + k, l.region_of((d + 1) % l.dp, p) * n + k, bytes);
     }
   }
   return flows;
@@ -193,8 +207,6 @@ absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
   res.servers = l.servers;
   res.regions = l.regions;
   res.routing = fab.Routing();
-  const double pp_one = fab.Transfer(PipelineFlows(m, l));
-  const double dp_s = fab.Transfer(AllReduceFlows(m, l));
   const int slots = m.micro_batches + l.pp - 1;
 
   auto global_layer = [&](int r, int x) { return r * m.layers + l.stage_of_region(r) * Lps + x; };
@@ -218,6 +230,8 @@ absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
     in.predicted.resize(Lps);
     in.actual_t.resize(Lps);
     in.predicted_t.resize(Lps);
+    in.ranks.resize(Lps);
+    in.ranks_t.resize(Lps);
     in.expert_fwd.assign(Lps, 0);
     in.other_fwd.assign(Lps, 0);
     for (int x = 0; x < Lps; ++x) {
@@ -228,6 +242,8 @@ absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
         auto p = (*predictor)->Predict(global_layer(r, x), Direction::kDispatch);
         in.predicted[x].push_back(p.ok() ? *p : t.hosts);
         in.actual_t[x].push_back(t.hosts.Transposed());
+        in.ranks[x].push_back(t.ranks);
+        in.ranks_t[x].push_back(t.ranks.Transposed());
         in.predicted_t[x].push_back(in.predicted[x].back().Transposed());
         if (t.moe) {
           in.expert_fwd[x] = std::max(in.expert_fwd[x], ExpertForward(ct, t.max_assignments));
@@ -239,23 +255,32 @@ absl::StatusOr<SimResult> Simulate(const ModelConfig& m, const SimOptions& o) {
     return absl::OkStatus();
   };
 
-  // Warm-up, iteration 0: topoopt's one-shot plan from the mean matrix; for
-  // mixnet one micro-batch that re-plans only backward (no forecast yet).
+  // Warm-up, iteration 0: topoopt's and mixnet-static's one plan per job from
+  // this iteration's traffic; for mixnet one micro-batch that re-plans only
+  // backward (no forecast yet).
   IterationInputs in;
   if (auto st = load(0, in); !st.ok()) return st;
+  const std::vector<ServerFlow> pp_flows = PipelineFlows(m, l), dp_flows = AllReduceFlows(m, l);
   {
-    std::vector<TrafficMatrix> mean(l.regions);
+    JobTraffic job;
+    job.a2a_mean.resize(l.regions);
+    job.a2a_phases = 4.0 * Lps * slots;  // dispatch, combine and their gradients
     for (int r = 0; r < l.regions; ++r) {
-      mean[r] = TrafficMatrix(l.region_servers);
+      job.a2a_mean[r] = TrafficMatrix(l.region_servers);
       for (int x = 0; x < Lps; ++x) {
         const TrafficMatrix& d = in.actual[x][r];
         for (int i = 0; i < l.region_servers; ++i)
           for (int j = 0; j < l.region_servers; ++j)
-            mean[r].Add(i, j, (d.at(i, j) + d.at(j, i)) / (2.0 * Lps));
+            job.a2a_mean[r].Add(i, j, (d.at(i, j) + d.at(j, i)) / (2.0 * Lps));
       }
     }
-    if (auto st = fab.Prepare(mean); !st.ok()) return st;
+    job.other = dp_flows;
+    for (const ServerFlow& f : pp_flows)  // forward and backward, every slot
+      job.other.push_back({f.src, f.dst, f.bytes * 2 * slots});
+    if (auto st = fab.Prepare(job); !st.ok()) return st;
   }
+  const double pp_one = fab.Transfer(pp_flows);
+  const double dp_s = fab.Transfer(dp_flows);
   if (mixnet) {
     auto warm = RunPass(fab, in, ct, o, /*forecast=*/false);
     if (!warm.ok()) return warm.status();

@@ -114,20 +114,41 @@ absl::Status Workload::LoadTrace() {
   for (const auto& r : reports) iterations.insert(r.iteration);
   std::map<int64_t, int> iter_index;
   for (int64_t it : iterations) iter_index[it] = static_cast<int>(iter_index.size());
+  const bool round_robin = m_.skew.placement == "round_robin";
+  const int E = m_.experts, per_rank = E / m_.ep;
   for (const auto& r : reports) {
     for (const TokenCounts& c : r.entries) {
       if (c.key.direction != Direction::kDispatch) continue;
-      if (c.num_experts != m_.experts)
-        return absl::InvalidArgumentError(absl::StrCat(m_.skew.trace, ": ", KeyString(c.key),
-                                                       " has ", c.num_experts, " experts, model ",
-                                                       m_.name, " has ", m_.experts));
-      if (trace_ranks_ == 0) trace_ranks_ = c.num_ranks;
-      if (c.num_ranks != trace_ranks_)
+      const int R = c.num_ranks, Et = c.num_experts;
+      // The trace's expert e lived on rank q(e): its tokens go to the model's
+      // expert of the same number (same expert count; round_robin renumbered
+      // so that rank q's experts form block q), else (same rank count) spread
+      // evenly over the experts of the model's rank q.
+      const bool same_experts = Et == E;
+      if (R < 1 || Et % R != 0 || (!same_experts && R != m_.ep))
+        return absl::InvalidArgumentError(
+            absl::StrCat(m_.skew.trace, ": ", KeyString(c.key), " has ", Et, " experts over ", R,
+                         " ranks; model ", m_.name, " has ", E, " experts over EP ", m_.ep,
+                         " ranks (need the same expert count, or the same rank count)"));
+      if (trace_ranks_ == 0) trace_ranks_ = R;
+      if (R != trace_ranks_)
         return absl::InvalidArgumentError(
             absl::StrCat(m_.skew.trace, ": rank count changes at ", KeyString(c.key)));
+      const int per_t = Et / R;
       auto& v = trace_[{iter_index[r.iteration], c.key.layer}];
-      v.resize(c.counts.size(), 0.0);
-      for (size_t i = 0; i < c.counts.size(); ++i) v[i] += static_cast<double>(c.counts[i]);
+      v.resize(static_cast<size_t>(R) * E, 0.0);
+      for (int row = 0; row < R; ++row)
+        for (int e = 0; e < Et; ++e) {
+          const double n = static_cast<double>(c.at(row, e));
+          if (n == 0) continue;
+          const int q = round_robin ? e % R : e / per_t;
+          double* out = &v[static_cast<size_t>(row) * E];
+          if (same_experts) {
+            out[round_robin ? q * per_t + e / R : e] += n;
+          } else {
+            for (int k = 0; k < per_rank; ++k) out[q * per_rank + k] += n / per_rank;
+          }
+        }
       trace_layers_ = std::max(trace_layers_, c.key.layer + 1);
     }
   }
@@ -199,6 +220,7 @@ std::vector<RegionTraffic> Workload::StageLayer(int local_layer) const {
     const int layer = l_.stage_of_region(r) * l_.layers_per_stage + local_layer;
     RegionTraffic& rt = out[r];
     rt.hosts = TrafficMatrix(n);
+    rt.ranks = TrafficMatrix(EP);
     if (layer < m_.dense_layers) {
       rt.moe = false;
       continue;
@@ -220,7 +242,9 @@ std::vector<RegionTraffic> Workload::StageLayer(int local_layer) const {
     // Rank-aligned: GPU (i, t) sends its 1/TP of rank i's bytes to GPU (j, t).
     for (int i = 0; i < EP; ++i)
       for (int j = 0; j < EP; ++j) {
-        const double b = rank_bytes[static_cast<size_t>(i) * EP + j] * bytes_per_assignment / TP;
+        const double rb = rank_bytes[static_cast<size_t>(i) * EP + j] * bytes_per_assignment;
+        rt.ranks.Add(i, j, rb);
+        const double b = rb / TP;
         for (int t = 0; t < TP; ++t) {
           const int si = (i * TP + t) / kGpusPerServer, sj = (j * TP + t) / kGpusPerServer;
           rt.hosts.Add(si, sj, b);

@@ -49,6 +49,7 @@ double ExpertForward(const ComputeTimes& c, double assignments);
 // One region's dispatch all-to-all for one layer.
 struct RegionTraffic {
   TrafficMatrix hosts;         // bytes per server pair (dispatch; combine is the transpose)
+  TrafficMatrix ranks;         // bytes per EP rank pair (what `hosts` sums, rank-aligned over TP)
   double max_assignments = 0;  // most (token, expert) assignments any EP rank of the region gets
   bool moe = true;             // false for a dense layer (no all-to-all)
 };

@@ -31,10 +31,15 @@ TEST(CostModelTest, SixteenGpuClusterByHand) {
   ASSERT_TRUE(mix.ok());
   EXPECT_NEAR(mix->total(), 4 * 13102.0 + 12 * 2828.0, 1e-6);
   EXPECT_NEAR(mix->ocs_ports, 12 * 520.0, 1e-6);
-  // TopoOpt: patch panel (100) instead of the OCS port.
+  // mixnet-static: MixNet's hardware.
+  auto stat = NetworkCost({.kind = FabricKind::kMixNetStatic, .link_gbps = 400, .alpha = 6}, 16, p);
+  ASSERT_TRUE(stat.ok());
+  EXPECT_NEAR(stat->total(), mix->total(), 1e-6);
+  // TopoOpt: all 16 NICs on the patch panel (100 instead of the OCS port), no EPS.
   auto topo = NetworkCost({.kind = FabricKind::kTopoOpt, .link_gbps = 400, .alpha = 6}, 16, p);
   ASSERT_TRUE(topo.ok());
-  EXPECT_NEAR(topo->total(), 4 * 13102.0 + 12 * (2828.0 - 520 + 100), 1e-6);
+  EXPECT_NEAR(topo->total(), 16 * (2828.0 - 520 + 100), 1e-6);
+  EXPECT_EQ(topo->eps_ports, 0);
   // Oversubscribed 2:1: ports 1 + 5/2, transceivers 2 + 5/2, fibres 1 + 2/2 per NIC.
   auto os = NetworkCost({.kind = FabricKind::kOversub, .link_gbps = 400, .oversub = 2}, 16, p);
   ASSERT_TRUE(os.ok());

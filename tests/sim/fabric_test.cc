@@ -106,7 +106,7 @@ TEST(FabricTest, MixNetUniformLiesBetweenAllNicsAndEpsOnly) {
   EXPECT_NEAR(c->seconds, t->seconds, 1e-9);
 }
 
-TEST(FabricTest, MixNetSkewedBeatsItsEpsAndTopoOptIsStatic) {
+TEST(FabricTest, MixNetSkewedBeatsItsEpsAndMixNetStaticIsStatic) {
   const Layout l = TwoRegionsOfEight();
   // A hot pair per region: 0 -> 1 carries most bytes.
   auto m = Uniform(l, 10e6);
@@ -121,15 +121,15 @@ TEST(FabricTest, MixNetSkewedBeatsItsEpsAndTopoOptIsStatic) {
   const double R = kGbps * 1e9 / 8;
   EXPECT_GE(t->seconds, 2e9 / (8 * R) * (1 - 1e-9));
   EXPECT_LT(t->seconds, 2e9 / (6 * R) * 1.05);
-  // TopoOpt without Prepare has no circuits: EPS only (2 NICs).
-  o.kind = FabricKind::kTopoOpt;
+  // mixnet-static without Prepare has no circuits: EPS only (2 NICs).
+  o.kind = FabricKind::kMixNetStatic;
   auto topo = MakeFabric(o, l);
   ASSERT_TRUE(topo.ok());
   auto te = (*topo)->AllToAll(m, m, {.plan = true, .overlap_s = 1});
   ASSERT_TRUE(te.ok());
   EXPECT_EQ(te->reconfigured_regions, 0);
   EXPECT_NEAR(te->seconds, (2e9 + 6 * 10e6) / (2 * R), 1e-6);
-  ASSERT_TRUE((*topo)->Prepare(m).ok());
+  ASSERT_TRUE((*topo)->Prepare({.a2a_mean = m}).ok());
   auto tp = (*topo)->AllToAll(m, m, {});
   ASSERT_TRUE(tp.ok());
   EXPECT_LT(tp->seconds, te->seconds / 2);
@@ -138,7 +138,7 @@ TEST(FabricTest, MixNetSkewedBeatsItsEpsAndTopoOptIsStatic) {
 TEST(FabricTest, BadOptionsAreRejected) {
   const Layout l = TwoRegionsOfEight();
   EXPECT_FALSE(MakeFabric({.kind = FabricKind::kMixNet, .alpha = 9}, l).ok());
-  EXPECT_FALSE(MakeFabric({.kind = FabricKind::kTopoOpt, .alpha = 8}, l).ok());
+  EXPECT_FALSE(MakeFabric({.kind = FabricKind::kMixNetStatic, .alpha = 8}, l).ok());
   EXPECT_FALSE(MakeFabric({.kind = FabricKind::kOversub, .oversub = 0.5}, l).ok());
   EXPECT_FALSE(MakeFabric({.kind = FabricKind::kFatTree, .link_gbps = 0}, l).ok());
   EXPECT_FALSE(ParseFabric("torus").ok());

@@ -3,6 +3,7 @@
 // switches charged where they happen (hand-counted rounds x unhidden time).
 #include "sim/simulator.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +45,16 @@ ModelConfig Tiny() {
   return m;
 }
 
+// Tiny() with Zipf popularity of exponent `s` drifting by `drift`, no noise.
+ModelConfig ZipfTiny(double s, double drift) {
+  ModelConfig m = Tiny();
+  m.skew.kind = "zipf";
+  m.skew.zipf_s = s;
+  m.skew.drift = drift;
+  m.skew.noise = 0;
+  return m;
+}
+
 TEST(SimConfigTest, EveryShippedModelLoads) {
   for (const std::string name :
        {"mixtral-8x7b", "mixtral-8x22b", "llama-moe", "qwen-moe", "deepseek-v3"}) {
@@ -77,11 +88,7 @@ TEST(SimConfigTest, BadModelNamesTheField) {
 }
 
 TEST(SimWorkloadTest, ZipfSkewAndDrift) {
-  ModelConfig m = Tiny();
-  m.skew.kind = "zipf";
-  m.skew.zipf_s = 1.5;
-  m.skew.drift = 0.3;
-  m.skew.noise = 0;
+  ModelConfig m = ZipfTiny(1.5, 0.3);
   auto l = MakeLayout(m, 128);
   ASSERT_TRUE(l.ok());
   auto w = Workload::Create(m, *l);
@@ -119,11 +126,15 @@ TEST(SimWorkloadTest, TokenCountTraceDrivesTheMatrix) {
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j)
       EXPECT_NEAR(t[0].hosts.at(i, j), j == 5 ? kTinyRankBytes : 0.0, 1e-6);
-  // Expert count mismatch is named.
-  m.experts = 16;
+  // Neither the expert count nor the rank count matches: named.
+  TrafficReport odd;
+  odd.entries.push_back(TokenCounts::Zero({.layer = 0, .micro_batch = 0}, 6, 12));
+  odd.entries.back().at(0, 0) = 1;
+  std::ofstream(path) << odd.ToJson() << "\n";
   auto bad = Workload::Create(m, *l);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("experts"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("12 experts over 6 ranks"), std::string::npos)
+      << bad.status();
 }
 
 TEST(SimulatorTest, UniformIterationOnFatTreeIsAnalytic) {
@@ -267,6 +278,131 @@ TEST(SimulatorTest, TheFirstSwitchOfAnIterationIsCharged) {
   EXPECT_NEAR(charged.switch_s, 9 * S, 1e-12);
   EXPECT_NEAR(charged.iteration_s, free.iteration_s + 9 * S, 1e-9);
   EXPECT_NEAR(charged.a2a_s, free.a2a_s + 9 * S, 1e-9);
+}
+
+// Every layer pairs hosts i, i^1 in every iteration. MixNet with free
+// switching re-plans in the warm-up to the one best topology (each host's 6
+// circuits to its partner) and never switches again: switching is disabled by
+// its own decisions, which is mixnet-static's definition (one plan, no
+// switching). Each phase moves B = kTinyRankBytes per pair over 6 circuits
+// and 2 EPS NICs at 100G: B / 8R; an iteration has 5 slots x 2 layers x 4
+// phases.
+TEST(SimulatorTest, MixNetStaticIsMixNetWithoutSwitching) {
+  const std::string trace = XorTrace("xor_static", {{1, 1}});
+  const double R = 100e9 / 8;
+  const double a2a = 5 * 2 * 4 * kTinyRankBytes / (8 * R);
+  const SimResult mix = MixNetOnTrace(trace, 0, true, 2);
+  ModelConfig m = Tiny();
+  ASSERT_TRUE(UseTrace(m, trace, "contiguous").ok());
+  SimOptions o;
+  o.gpus = 128;
+  o.iterations = 2;
+  o.fabric = {.kind = FabricKind::kMixNetStatic, .link_gbps = 100, .switch_s = 0};
+  auto stat = Simulate(m, o);
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(mix.reconfigurations, 0);
+  EXPECT_EQ(stat->reconfigurations, 0);
+  EXPECT_EQ(stat->warmup_reconfigurations, 0);
+  EXPECT_EQ(stat->routing, "v2");
+  EXPECT_NEAR(stat->a2a_s, a2a, 1e-9);
+  EXPECT_NEAR(mix.a2a_s, a2a, 1e-9);
+  EXPECT_NEAR(stat->iteration_s, mix.iteration_s, 1e-9);
+}
+
+// A tiny trace as the demo records it (16 experts over 8 ranks, expert e on
+// rank e % 8): rank r sends 60 tokens to expert r^1 and 40 to (r^1) + 8, both
+// on rank r^1, so with round_robin placement each host talks only to its
+// partner and mixnet-static's one plan gives the pair all 6 circuits: each
+// phase B / 8R at 100G (as above). Read as contiguous (expert e on rank e / 2)
+// the same counts pair nothing: r's tokens go to ranks (r^1) / 2 and
+// (r^1) / 2 + 4, a different matrix and a slower plan.
+TEST(SimulatorTest, ATraceDrivesThePlanner) {
+  const std::string path = ::testing::TempDir() + "/demo_trace.jsonl";
+  {
+    std::ofstream out(path);
+    for (int it = 0; it < 2; ++it) {
+      TrafficReport report;
+      report.iteration = it;
+      for (int layer = 0; layer < 2; ++layer) {
+        TokenCounts c = TokenCounts::Zero({.layer = layer, .micro_batch = 0}, 8, 16);
+        for (int r = 0; r < 8; ++r) {
+          c.at(r, r ^ 1) = 60;
+          c.at(r, (r ^ 1) + 8) = 40;
+        }
+        report.entries.push_back(c);
+      }
+      out << report.ToJson() << "\n";
+    }
+  }
+  auto run = [&](const std::string& placement) {
+    ModelConfig m = Tiny();
+    EXPECT_TRUE(UseTrace(m, path, placement).ok());
+    SimOptions o;
+    o.gpus = 128;
+    o.fabric = {.kind = FabricKind::kMixNetStatic, .link_gbps = 100};
+    auto r = Simulate(m, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : SimResult{};
+  };
+  const double R = 100e9 / 8;
+  const double a2a = 5 * 2 * 4 * kTinyRankBytes / (8 * R);
+  EXPECT_NEAR(run("round_robin").a2a_s, a2a, 1e-9);
+  EXPECT_GT(run("contiguous").a2a_s, 1.2 * a2a);
+  ModelConfig m = Tiny();
+  EXPECT_FALSE(UseTrace(m, path, "striped").ok());
+}
+
+// Zipf popularity over a random expert order per layer, drifting as a
+// log-popularity random walk of std-dev s per iteration. Per layer: the
+// layers' log-popularities are uncorrelated (mean Pearson correlation of
+// adjacent layers near 0; its std-error over 55 pairs of 8 experts is about
+// 0.05). Drift: after t iterations log(p_a / p_b) has moved by a normal of
+// std-dev s sqrt(2 t); 56 layers x 4 disjoint pairs give 224 samples, whose
+// std-dev is within 15 % (about 3 std-errors).
+TEST(SimWorkloadTest, PopularityDiffersPerLayerAndDrifts) {
+  ModelConfig m = ZipfTiny(1.0, 0.1);
+  m.layers = 56;
+  m.skew.seed = 7;
+  auto l = MakeLayout(m, 128);
+  ASSERT_TRUE(l.ok());
+  auto w = Workload::Create(m, *l);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto logs = [&](int layer) {
+    std::vector<double> x = w->Popularity(layer);
+    for (double& v : x) v = std::log(v);
+    return x;
+  };
+  auto corr = [](const std::vector<double>& a, const std::vector<double>& b) {
+    const double n = static_cast<double>(a.size());
+    double ma = 0, mb = 0;
+    for (size_t i = 0; i < a.size(); ++i) ma += a[i] / n, mb += b[i] / n;
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ab += (a[i] - ma) * (b[i] - mb);
+      aa += (a[i] - ma) * (a[i] - ma);
+      bb += (b[i] - mb) * (b[i] - mb);
+    }
+    return ab / std::sqrt(aa * bb);
+  };
+  double mean_corr = 0;
+  for (int layer = 0; layer + 1 < 56; ++layer) mean_corr += corr(logs(layer), logs(layer + 1)) / 55;
+  EXPECT_LT(std::abs(mean_corr), 0.15);
+  std::vector<std::vector<double>> before(56);
+  for (int layer = 0; layer < 56; ++layer) before[layer] = logs(layer);
+  const int t = 25;
+  ASSERT_TRUE(w->SetIteration(t).ok());
+  double sq = 0;
+  int samples = 0;
+  for (int layer = 0; layer < 56; ++layer) {
+    const auto after = logs(layer);
+    for (int a = 0; a < 8; a += 2) {
+      const double moved = (after[a] - after[a + 1]) - (before[layer][a] - before[layer][a + 1]);
+      sq += moved * moved;
+      ++samples;
+    }
+  }
+  const double expected = 0.1 * std::sqrt(2.0 * t);
+  EXPECT_NEAR(std::sqrt(sq / samples), expected, 0.15 * expected);
 }
 
 TEST(SimulatorTest, BadIterationCountIsRejected) {
