@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/demo/workload.h"
+#include "runtime/collectives/alltoall.h"
 
 namespace mixnet::demo {
 
@@ -34,5 +35,20 @@ void PoisonReceive(Exchange& x);
 // Per source rank, how many received bytes differ from the payload of
 // `base` (src/dst set per block; dst = `rank`).
 std::vector<size_t> VerifyExchange(const Exchange& x, int n, int rank, const BlockId& base);
+
+// The alltoallv arguments over `x`'s buffers (valid while `x` is unchanged).
+// Inline, so that the library needs no link to the collectives.
+inline collectives::AlltoallvArgs AlltoallvArgsOf(Exchange& x) {
+  collectives::AlltoallvArgs a;
+  a.send = x.send.data();
+  a.send_bytes = x.send.size();
+  a.send_counts = x.send_counts;
+  a.send_displs = x.send_displs;
+  a.recv = x.recv.data();
+  a.recv_bytes = x.recv.size();
+  a.recv_counts = x.recv_counts;
+  a.recv_displs = x.recv_displs;
+  return a;
+}
 
 }  // namespace mixnet::demo

@@ -239,15 +239,7 @@ class Worker {
     const BlockId base{
         .seed = c_.workload.seed, .iteration = it, .layer = s.layer, .direction = seq};
     PrepareExchange(d, n_, rank_, s.transpose, base, x_);
-    collectives::AlltoallvArgs a;
-    a.send = x_.send.data();
-    a.send_bytes = x_.send.size();
-    a.send_counts = x_.send_counts;
-    a.send_displs = x_.send_displs;
-    a.recv = x_.recv.data();
-    a.recv_bytes = x_.recv.size();
-    a.recv_counts = x_.recv_counts;
-    a.recv_displs = x_.recv_displs;
+    const collectives::AlltoallvArgs a = AlltoallvArgsOf(x_);
     const uint64_t epoch = comm_->installed_epoch();
     RETURN_IF_ERROR(collectives::Barrier(*comm_));
     ASSIGN_OR_RETURN(const Sample before, Take());

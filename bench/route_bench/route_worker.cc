@@ -85,15 +85,7 @@ class RouteWorker {
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", c_.ResultFile(rank_)));
     const demo::BlockId base{.seed = c_.seed};
     demo::PrepareExchange(c_.bytes, n_, rank_, false, base, x_);
-    collectives::AlltoallvArgs a;
-    a.send = x_.send.data();
-    a.send_bytes = x_.send.size();
-    a.send_counts = x_.send_counts;
-    a.send_displs = x_.send_displs;
-    a.recv = x_.recv.data();
-    a.recv_bytes = x_.recv.size();
-    a.recv_counts = x_.recv_counts;
-    a.recv_displs = x_.recv_displs;
+    const collectives::AlltoallvArgs a = demo::AlltoallvArgsOf(x_);
     for (int it = 0; it < c_.warmup + c_.iters; ++it) {
       for (int k = 0; k < 2; ++k) {
         const bool v2 = (it + k) % 2 == 1;  // even iterations: v1 first

@@ -5,11 +5,6 @@
 // summary last, and no namespace left behind. Bad input (no root needed,
 // part "cpu"): exit code 2 with the culprit named. The test thread runs the
 // binary and waits (bounded by `timeout`).
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,35 +15,16 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ocs_driver/netns/netns.h"
+#include "tests/common/run_binary.h"
 #include "tests/emulation/netns_test_util.h"
 
 namespace mixnet::bench {
 namespace {
 
-struct BenchRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using BenchRun = testing::BinaryRun;
 
 BenchRun RunBench(const std::string& args, int limit_s) {
-  const std::string err_file = absl::StrCat("/tmp/mixnet_route_bench_test_", getpid(), ".err");
-  const std::string cmd = absl::StrCat("timeout -k 5 ", limit_s, " ", MIXNET_ROUTE_BENCH_BINARY,
-                                       " ", args, " 2>", err_file);
-  BenchRun r;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
-  const int st = pclose(f);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::remove(err_file.c_str());
-  return r;
+  return testing::RunBinary(MIXNET_ROUTE_BENCH_BINARY, args, limit_s);
 }
 
 TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
