@@ -11,12 +11,14 @@
 namespace mixnet::bench {
 
 nlohmann::json RecordToJson(const RankRecord& r) {
-  return {{"router", r.router},
-          {"iteration", r.iteration},
-          {"ms", r.ms},
-          {"nics", demo::CountersToJson(r.nics)},
-          {"retransmits", r.retransmits},
-          {"bytes_bad", r.bytes_bad}};
+  nlohmann::json j = {{"router", r.router},
+                      {"iteration", r.iteration},
+                      {"ms", r.ms},
+                      {"nics", demo::CountersToJson(r.nics)},
+                      {"retransmits", r.retransmits},
+                      {"bytes_bad", r.bytes_bad}};
+  if (r.cpu_total > 0) j["cpu"] = {r.cpu_idle, r.cpu_total};
+  return j;
 }
 
 absl::StatusOr<RankRecord> RecordFromJson(const nlohmann::json& j, int rank) {
@@ -37,6 +39,15 @@ absl::StatusOr<RankRecord> RecordFromJson(const nlohmann::json& j, int rank) {
   r.ms = j["ms"].get<double>();
   r.retransmits = j["retransmits"].get<uint64_t>();
   r.bytes_bad = j["bytes_bad"].get<uint64_t>();
+  if (j.contains("cpu")) {
+    const nlohmann::json& c = j["cpu"];
+    if (!c.is_array() || c.size() != 2 || !c[0].is_number_unsigned() ||
+        !c[1].is_number_unsigned()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": 'cpu' is not [idle, total]"));
+    }
+    r.cpu_idle = c[0].get<uint64_t>();
+    r.cpu_total = c[1].get<uint64_t>();
+  }
   absl::StatusOr<std::map<std::string, demo::ByteCounters>> nics =
       demo::CountersFromJson(j["nics"]);
   if (!nics.ok()) return Annotate(nics.status(), what);
@@ -76,6 +87,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
     double wire = 0;
   };
   std::vector<Iter> iters;
+  uint64_t cpu_idle = 0, cpu_total = 0;
   for (const auto& [it, ranks] : by_iter) {
     if (ranks.size() != hosts.size()) {
       return absl::DataLossError(absl::StrCat(what, ": iteration ", it, " has records of ",
@@ -87,6 +99,8 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
     for (const auto& [rank, rec] : ranks) {
       x.ms = std::max(x.ms, rec->ms);
       f.retransmits += rec->retransmits;
+      cpu_idle += rec->cpu_idle;
+      cpu_total += rec->cpu_total;
       for (const auto& [nic, c] : rec->nics) {
         const std::string name = absl::StrCat(hosts[rank], "/", nic);
         const auto rate = rates.find(name);
@@ -118,6 +132,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
       break;
     }
   }
+  if (cpu_total > 0) f.cpu_idle = static_cast<double>(cpu_idle) / static_cast<double>(cpu_total);
   f.model_ms = model_s * 1e3;
   f.wire_factor = LowerMedian(wires);
   f.predicted_ms = f.model_ms * f.wire_factor;

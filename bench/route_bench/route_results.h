@@ -21,7 +21,8 @@
 namespace mixnet::bench {
 
 // One rank's record of one all-to-all (a line of its result file):
-//   {"router", "iteration", "ms", "nics": {ifname: [rx, tx]}, "retransmits", "bytes_bad"}
+//   {"router", "iteration", "ms", "nics": {ifname: [rx, tx]}, "retransmits", "bytes_bad",
+//    "cpu": [idle, total] (rank 0 only: the machine's jiffies over the all-to-all)}
 struct RankRecord {
   int rank = 0;
   std::string router;  // "v1" or "v2"
@@ -30,6 +31,7 @@ struct RankRecord {
   std::map<std::string, demo::ByteCounters> nics;  // deltas over the all-to-all
   uint64_t retransmits = 0;
   uint64_t bytes_bad = 0;
+  uint64_t cpu_idle = 0, cpu_total = 0;  // jiffies, all CPUs (0, 0: not sampled)
 };
 nlohmann::json RecordToJson(const RankRecord& r);
 // InvalidArgument naming the missing or mistyped field.
@@ -55,6 +57,7 @@ struct RouterFigures {
   double predicted_ms = 0;   // model_ms x wire_factor
   uint64_t retransmits = 0;  // all ranks, timed iterations
   uint64_t bytes_bad = 0;    // all ranks, all iterations
+  double cpu_idle = -1;      // idle share of all CPUs over the timed all-to-alls (-1: unknown)
 };
 
 // `records`: every rank's records of one router (warm-up included; those

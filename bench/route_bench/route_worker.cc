@@ -94,6 +94,7 @@ class RouteWorker {
         RETURN_IF_ERROR(collectives::Barrier(comm));
         ASSIGN_OR_RETURN(const auto nics0, demo::ReadNicCounters(nics_));
         ASSIGN_OR_RETURN(const uint64_t re0, demo::ReadTcpRetransmits());
+        ASSIGN_OR_RETURN(const demo::CpuTimes cpu0, demo::ReadCpuTimes());
         const Clock::time_point t0 = Clock::now();
         RETURN_IF_ERROR(Annotate(collectives::Alltoallv(comm, a),
                                  absl::StrCat(comm.router(), " iteration ", it)));
@@ -102,11 +103,16 @@ class RouteWorker {
         RETURN_IF_ERROR(collectives::Barrier(comm));
         ASSIGN_OR_RETURN(const auto nics1, demo::ReadNicCounters(nics_));
         ASSIGN_OR_RETURN(const uint64_t re1, demo::ReadTcpRetransmits());
+        ASSIGN_OR_RETURN(const demo::CpuTimes cpu1, demo::ReadCpuTimes());
         r.rank = rank_;
         r.router = comm.router();
         r.iteration = it;
         r.nics = demo::Delta(nics0, nics1);
         r.retransmits = re1 - re0;
+        if (rank_ == 0) {  // the machine's CPUs: once is enough
+          r.cpu_idle = cpu1.idle - cpu0.idle;
+          r.cpu_total = cpu1.total - cpu0.total;
+        }
         const std::vector<size_t> wrong = demo::VerifyExchange(x_, n_, rank_, base);
         for (int j = 0; j < n_; ++j) {
           if (wrong[j] == 0) continue;

@@ -5,7 +5,8 @@
 // as its plan (Communicator::SetRouting), then runs the case's checked
 // alltoallv on each in turn (v1 then v2 on even iterations, v2 then v1 on
 // odd ones, so neither always goes first), timed between barriers with the
-// host's NIC counters and TCP retransmissions sampled around it, and writes
+// host's NIC counters and TCP retransmissions (rank 0: also the machine's
+// CPU time) sampled around it, and writes
 // one RankRecord line per all-to-all to its result file. Runs on the
 // process's main thread (the communicators run their progress threads).
 #pragma once

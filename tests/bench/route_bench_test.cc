@@ -99,6 +99,10 @@ RankRecord Rec(int rank, int it, double ms, uint64_t rx, uint64_t tx) {
   r.nics["eps0"] = {rx, tx};
   r.nics["lo"] = {999999, 999999};  // not a link of the fabric: ignored
   r.retransmits = 2;
+  if (rank == 0) {  // rank 0 samples the machine's CPUs: 1 of 4 jiffies idle
+    r.cpu_idle = 1;
+    r.cpu_total = 4;
+  }
   return r;
 }
 
@@ -112,6 +116,7 @@ TEST(RouteBenchResults, FloorUtilisationAndPrediction) {
   // 80/120 and 80/300; median utilisation 80/150 = 0.5333.
   // Wire factor: (81000 + 51000) / 120000 payload = 1.1; model 0.1 s ->
   // 100 ms, predicted 110 ms. Retransmits: 2 per record, 6 timed records.
+  // CPUs: rank 0's timed records, 3 x 1 idle of 3 x 4 jiffies = 25% idle.
   const std::vector<RankRecord> recs = {Rec(0, 0, 999, 1, 1),         Rec(1, 0, 999, 1, 1),
                                         Rec(0, 1, 100, 51000, 81000), Rec(1, 1, 120, 81000, 51000),
                                         Rec(0, 2, 300, 51000, 81000), Rec(1, 2, 10, 81000, 51000),
@@ -131,6 +136,7 @@ TEST(RouteBenchResults, FloorUtilisationAndPrediction) {
   EXPECT_NEAR(f->model_ms, 100, 1e-9);
   EXPECT_NEAR(f->predicted_ms, 110, 1e-9);
   EXPECT_EQ(f->retransmits, 12u);
+  EXPECT_DOUBLE_EQ(f->cpu_idle, 0.25);
 
   // A rank missing from a timed iteration is lost data, not a faster run.
   const std::vector<RankRecord> missing = {Rec(0, 1, 100, 1, 1)};
@@ -140,12 +146,13 @@ TEST(RouteBenchResults, FloorUtilisationAndPrediction) {
 }
 
 TEST(RouteBenchResults, RecordsRoundTripAndBadOnesAreNamed) {
-  const RankRecord r = Rec(1, 3, 12.5, 10, 20);
-  absl::StatusOr<RankRecord> back = RecordFromJson(RecordToJson(r), 1);
+  const RankRecord r = Rec(0, 3, 12.5, 10, 20);
+  absl::StatusOr<RankRecord> back = RecordFromJson(RecordToJson(r), 0);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->router, "v2");
   EXPECT_EQ(back->iteration, 3);
   EXPECT_EQ(back->nics.at("eps0").tx, 20u);
+  EXPECT_EQ(back->cpu_total, 4u);
   nlohmann::json bad = RecordToJson(r);
   bad.erase("ms");
   EXPECT_NE(RecordFromJson(bad, 1).status().message().find("'ms'"), std::string::npos);
