@@ -109,6 +109,27 @@ absl::StatusOr<std::map<std::string, ByteCounters>> RemoteLinkCounters::Read() {
   return out;
 }
 
+nlohmann::json CountersToJson(const std::map<std::string, ByteCounters>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, c] : m) j[name] = {c.rx, c.tx};
+  return j;
+}
+
+absl::StatusOr<std::map<std::string, ByteCounters>> CountersFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("NIC counters: not an object");
+  std::map<std::string, ByteCounters> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const nlohmann::json& v = it.value();
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() ||
+        !v[1].is_number_unsigned()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NIC counters of ", it.key(), ": want [rx, tx], got ", v.dump()));
+    }
+    out[it.key()] = ByteCounters{v[0].get<uint64_t>(), v[1].get<uint64_t>()};
+  }
+  return out;
+}
+
 std::map<std::string, ByteCounters> Delta(const std::map<std::string, ByteCounters>& a,
                                           const std::map<std::string, ByteCounters>& b) {
   std::map<std::string, ByteCounters> out;

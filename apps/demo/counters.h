@@ -3,7 +3,8 @@
 // the calling thread's network namespace), TCP retransmissions
 // (/proc/self/net/snmp), the machine's CPU time (/proc/stat), and, for rank 0
 // of an oversubscribed fabric, the leaf uplinks' counters in the EPS
-// namespace (netlink). Called on the worker's main thread.
+// namespace (netlink). Called on the worker's main thread (also by
+// mixnet_route_bench's workers).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace mixnet::netns {
 class NlSocket;
@@ -51,6 +53,11 @@ class RemoteLinkCounters {
   std::unique_ptr<netns::NlSocket> sock_;
   std::vector<std::string> ifnames_;
 };
+
+// {ifname: [rx, tx]} (the workers' result lines) and back; the reader is
+// InvalidArgument for anything else.
+nlohmann::json CountersToJson(const std::map<std::string, ByteCounters>& m);
+absl::StatusOr<std::map<std::string, ByteCounters>> CountersFromJson(const nlohmann::json& j);
 
 // b - a per interface (interfaces of `b`; missing in `a` counts from 0).
 std::map<std::string, ByteCounters> Delta(const std::map<std::string, ByteCounters>& a,

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/demo/counters.h"
+#include "apps/demo/exchange.h"
 #include "apps/demo/phase_result.h"
 #include "apps/demo/run_config.h"
 #include "apps/demo/step.h"
@@ -38,53 +39,12 @@
 namespace mixnet::demo {
 namespace {
 
-constexpr uint8_t kPoison = 0xA5;
 using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 double UnixMs() { return absl::ToUnixMicros(absl::Now()) / 1000.0; }
-
-struct Exchange {
-  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
-  std::vector<uint8_t> send, recv;
-};
-
-// Lays out one all-to-all for `rank` from the H x H matrix D (bytes[s*n+d]:
-// s sends d), transposed when `transpose`, and fills the send blocks.
-void Prepare(const std::vector<size_t>& bytes, int n, int rank, bool transpose, const BlockId& base,
-             Exchange& x) {
-  x.send_counts.assign(n, 0);
-  x.recv_counts.assign(n, 0);
-  x.send_displs.assign(n, 0);
-  x.recv_displs.assign(n, 0);
-  size_t s = 0, r = 0;
-  for (int j = 0; j < n; ++j) {
-    const size_t out = transpose ? bytes[j * n + rank] : bytes[rank * n + j];
-    const size_t in = transpose ? bytes[rank * n + j] : bytes[j * n + rank];
-    x.send_counts[j] = out;
-    x.send_displs[j] = s;
-    x.recv_counts[j] = in;
-    x.recv_displs[j] = r;
-    s += out;
-    r += in;
-  }
-  x.send.resize(s);
-  x.recv.assign(r, kPoison);
-  for (int j = 0; j < n; ++j) {
-    BlockId id = base;
-    id.src = rank;
-    id.dst = j;
-    FillBlock(id, x.send.data() + x.send_displs[j], x.send_counts[j]);
-  }
-}
-
-nlohmann::json CountersJson(const std::map<std::string, ByteCounters>& m) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [name, c] : m) j[name] = {c.rx, c.tx};
-  return j;
-}
 
 class Worker {
  public:
@@ -279,16 +239,8 @@ class Worker {
                         std::ofstream& out, bool* any_bad) {
     const BlockId base{
         .seed = c_.workload.seed, .iteration = it, .layer = s.layer, .direction = seq};
-    Prepare(d, n_, rank_, s.transpose, base, x_);
-    collectives::AlltoallvArgs a;
-    a.send = x_.send.data();
-    a.send_bytes = x_.send.size();
-    a.send_counts = x_.send_counts;
-    a.send_displs = x_.send_displs;
-    a.recv = x_.recv.data();
-    a.recv_bytes = x_.recv.size();
-    a.recv_counts = x_.recv_counts;
-    a.recv_displs = x_.recv_displs;
+    PrepareExchange(d, n_, rank_, s.transpose, base, x_);
+    const collectives::AlltoallvArgs a = AlltoallvArgsOf(x_);
     const uint64_t epoch = comm_->installed_epoch();
     RETURN_IF_ERROR(collectives::Barrier(*comm_));
     ASSIGN_OR_RETURN(const Sample before, Take());
@@ -298,11 +250,9 @@ class Worker {
     RETURN_IF_ERROR(collectives::Barrier(*comm_));
     ASSIGN_OR_RETURN(const Sample after, Take());
     uint64_t verified = 0, bad = 0;
+    const std::vector<size_t> wrong_from = VerifyExchange(x_, n_, rank_, base);
     for (int j = 0; j < n_; ++j) {
-      BlockId id = base;
-      id.src = j;
-      id.dst = rank_;
-      const size_t wrong = VerifyBlock(id, x_.recv.data() + x_.recv_displs[j], x_.recv_counts[j]);
+      const size_t wrong = wrong_from[j];
       if (wrong > 0) {
         log::Error("{} bytes from rank {} wrong or missing (iteration {} {} layer {})", wrong, j,
                    it, s.name, s.layer);
@@ -321,9 +271,9 @@ class Worker {
                         {"bytes_verified", verified},
                         {"bytes_bad", bad},
                         {"epoch", epoch},
-                        {"nics", CountersJson(Delta(before.nics, after.nics))},
+                        {"nics", CountersToJson(Delta(before.nics, after.nics))},
                         {"t_end_ms", UnixMs()}};
-    if (uplinks_) j["uplinks"] = CountersJson(Delta(before.uplinks, after.uplinks));
+    if (uplinks_) j["uplinks"] = CountersToJson(Delta(before.uplinks, after.uplinks));
     if (rank_ == 0) {
       j["cpu"] = {after.cpu.idle - before.cpu.idle, after.cpu.total - before.cpu.total};
     }

@@ -71,7 +71,9 @@ std::vector<int> RandomAffinity(int n, Rng& rng) {
   return a;
 }
 
-// Largest-remainder rounding of total * p (p sums to 1) to integers summing to total.
+}  // namespace
+
+// Largest-remainder rounding (see workload.h).
 std::vector<int64_t> Apportion(const std::vector<double>& p, int64_t total) {
   std::vector<int64_t> out(p.size());
   std::vector<std::pair<double, size_t>> rest(p.size());
@@ -87,8 +89,6 @@ std::vector<int64_t> Apportion(const std::vector<double>& p, int64_t total) {
   for (size_t k = 0; given < total && k < rest.size(); ++k, ++given) ++out[rest[k].second];
   return out;
 }
-
-}  // namespace
 
 std::string Workload::HostName(int host) { return absl::StrCat("h", host); }
 

@@ -93,6 +93,11 @@ class Workload {
   std::vector<std::vector<TokenCounts>> trace_;
 };
 
+// Largest-remainder rounding of total * p (p >= 0 sums to 1) to integers
+// summing to total: each entry floored, the rest given one by one to the
+// largest fractional parts (ties in index order).
+std::vector<int64_t> Apportion(const std::vector<double>& p, int64_t total);
+
 // Deterministic payload of one all-to-all block: the byte at `offset` of the
 // block src -> dst of (iteration, layer, direction). Fill writes `bytes`
 // bytes starting at block offset 0; Verify returns how many bytes differ.

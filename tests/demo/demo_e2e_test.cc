@@ -29,35 +29,16 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ocs_driver/netns/netns.h"
+#include "tests/common/run_binary.h"
 #include "tests/emulation/netns_test_util.h"
 
 namespace mixnet::demo {
 namespace {
 
-struct DemoRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using DemoRun = testing::BinaryRun;
 
 DemoRun RunDemo(const std::string& args, int limit_s) {
-  const std::string err_file = absl::StrCat("/tmp/mixnet_demo_e2e_", getpid(), ".err");
-  const std::string cmd =
-      absl::StrCat("timeout -k 5 ", limit_s, " ", MIXNET_DEMO_BINARY, " ", args, " 2>", err_file);
-  DemoRun r;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
-  const int st = pclose(f);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::remove(err_file.c_str());
-  return r;
+  return testing::RunBinary(MIXNET_DEMO_BINARY, args, limit_s);
 }
 
 // Workload flags of a demo run: small compute times (the accounting, not

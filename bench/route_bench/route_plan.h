@@ -1,0 +1,36 @@
+// What mixnet_route_bench runs each case on and what the fluid model
+// predicts for it: the circuits the project's planner picks for the case's
+// matrix (planner::PlanRegion, improved algorithm, scored with router v2's
+// routing as mixnet-controller --router v2 does, from no circuits), used for
+// both routers; and the fluid model's completion time of each router's
+// routing on those circuits: v1 planner::CircuitOnlyRouting (a pair with
+// circuits sends everything over them, the others over EPS), v2 the route
+// table's predicted_completion_s (router::BuildRouteTableV2: the
+// water-filling split over circuits and EPS, with relays when asked). Pure
+// functions; any thread.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/locality/traffic_matrix.h"
+
+namespace mixnet::bench {
+
+struct CasePlan {
+  std::vector<cluster::CircuitSpec> circuits;
+  double v1_model_s = 0;     // fluid completion under router v1
+  double v2_model_s = 0;     // fluid completion under router v2
+  double lower_bound_s = 0;  // FluidModel::LowerBound: no topology or routing beats it
+};
+
+// `spec` holds one region of all its hosts (in spec order, the order of
+// `demand`) and no circuits; alpha is the most OCS NICs of a host. `relay`:
+// router v2 may relay through a third host (planned and predicted with it).
+// InvalidArgument for a spec the planner or router refuses or a demand of
+// the wrong shape.
+absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const TrafficMatrix& demand,
+                                  bool relay);
+
+}  // namespace mixnet::bench

@@ -1,0 +1,130 @@
+// The route bench's table and JSON lines (see route_report.h).
+#include "bench/route_bench/route_report.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "apps/demo/accounting.h"
+#include "nlohmann/json.hpp"
+
+namespace mixnet::bench {
+namespace {
+
+nlohmann::ordered_json RowJson(const CaseFigures& c, const RouterFigures& f, const RunInfo& info) {
+  nlohmann::ordered_json j = {{"case", c.case_name},
+                              {"router", f.router},
+                              {"measured_ms", f.measured_ms},
+                              {"predicted_ms", f.predicted_ms},
+                              {"floor_ms", f.floor_ms},
+                              {"utilisation", f.utilisation},
+                              {"busiest", f.busiest},
+                              {"link_bound", f.utilisation >= demo::kLinkBound},
+                              {"measured_min_ms", f.measured_min_ms},
+                              {"measured_max_ms", f.measured_max_ms},
+                              {"model_ms", f.model_ms},
+                              {"wire_factor", f.wire_factor},
+                              {"lower_bound_ms", c.lower_bound_ms},
+                              {"circuits", c.circuits},
+                              {"relay", info.relay},
+                              {"iterations", f.iterations},
+                              {"warmup", info.warmup},
+                              {"retransmits", f.retransmits},
+                              {"cpu_idle", f.cpu_idle},
+                              {"bytes_bad", f.bytes_bad}};
+  if (&f == &c.v2) j["v2_vs_v1"] = c.ratio();
+  return j;
+}
+
+std::string Pct(double x) { return absl::StrFormat("%.0f%%", 100 * x); }
+
+}  // namespace
+
+void PrintPreamble(const RunInfo& i, bool json, std::ostream& out) {
+  if (json) return;
+  out << absl::StrFormat(
+      "# mixnet_route_bench: router v1 vs v2 on the emulated cluster: %d hosts, 1 EPS + %d OCS "
+      "NICs each at %g Gbit/s,\n# %.2f MiB per host per all-to-all, %d warm-up + %d timed "
+      "iterations per router (median), relays %s.\n"
+      "# measured: slowest rank's alltoallv; predicted: fluid model x wire bytes/payload; floor: "
+      "busiest link's bytes / rate;\n# util: floor / measured (link-bound at >= %s); idle: the "
+      "CPUs' idle share during the all-to-alls.\n",
+      i.hosts, i.ocs_nics, i.gbps, i.bytes_per_host / (1 << 20), i.warmup, i.iters,
+      i.relay ? "on" : "off", Pct(demo::kLinkBound));
+  out << absl::StrFormat("%-13s %4s %-3s %10s %17s %10s %6s %9s %5s %-14s %7s %5s %6s\n", "case",
+                         "circ", "rtr", "measured", "(min..max)", "predicted", "m/p", "floor",
+                         "util", "busiest", "retrans", "idle", "v2/v1");
+  out.flush();
+}
+
+void PrintCase(const CaseFigures& c, const RunInfo& info, bool json, std::ostream& out) {
+  for (const RouterFigures* f : {&c.v1, &c.v2}) {
+    if (json) {
+      out << RowJson(c, *f, info).dump() << "\n";
+      continue;
+    }
+    const bool first = f == &c.v1;
+    const std::string range =
+        absl::StrFormat("(%.0f..%.0f)", f->measured_min_ms, f->measured_max_ms);
+    out << absl::StrFormat(
+        "%-13s %4s %-3s %10.1f %17s %10.1f %6.2f %9.1f %5s %-14s %7d %5s %6s\n",
+        first ? c.case_name : "", first ? absl::StrCat(c.circuits) : "", f->router, f->measured_ms,
+        range, f->predicted_ms, f->predicted_ms > 0 ? f->measured_ms / f->predicted_ms : 0.0,
+        f->floor_ms, Pct(f->utilisation), f->busiest, f->retransmits,
+        f->cpu_idle < 0 ? "?" : Pct(f->cpu_idle), first ? "" : absl::StrFormat("%.2f", c.ratio()));
+  }
+  out.flush();
+}
+
+void PrintVerdicts(const std::vector<CaseFigures>& cases, bool json, std::ostream& out) {
+  const Verdicts v = Judge(cases);
+  if (json) {
+    nlohmann::ordered_json j = {{"summary", true},
+                                {"cases", cases.size()},
+                                {"link_bound", v.link_bound},
+                                {"cpu_bound", v.cpu_bound},
+                                {"min_utilisation", v.min_utilisation}};
+    nlohmann::ordered_json ratios = nlohmann::ordered_json::object();
+    for (const CaseFigures& c : cases) ratios[c.case_name] = c.ratio();
+    j["v2_vs_v1"] = ratios;
+    j["gain_target"] = {{"max_ratio", kGainTarget}, {"cases", v.gain_ratio}, {"met", v.gain_met}};
+    j["regression_target"] = {{"max_ratio", kRegressionTarget},
+                              {"worst_ratio", v.worst_ratio},
+                              {"worst_case", v.worst_case},
+                              {"met", v.no_regression}};
+    j["model_target"] = {{"tolerance", kModelTolerance},
+                         {"worst_error", v.worst_model_error},
+                         {"worst_row", v.worst_model_row},
+                         {"met", v.model_met}};
+    out << j.dump() << "\n";
+    out.flush();
+    return;
+  }
+  if (v.link_bound) {
+    out << absl::StrFormat("# link-bound: every row's busiest link ran at >= %s (lowest %s).\n",
+                           Pct(demo::kLinkBound), Pct(v.min_utilisation));
+  } else if (v.cpu_bound) {
+    out << absl::StrFormat(
+        "# WARNING: not link-bound: a row's busiest link ran at %s (< %s): something other "
+        "than the links (CPUs, losses, round trips) set that time; ratios say little.\n",
+        Pct(v.min_utilisation), Pct(demo::kCpuBound));
+  } else {
+    out << absl::StrFormat(
+        "# partly link-bound: lowest busiest-link utilisation %s (link-bound at >= %s).\n",
+        Pct(v.min_utilisation), Pct(demo::kLinkBound));
+  }
+  std::string gains;
+  for (const auto& [name, r] : v.gain_ratio) gains += absl::StrFormat(" %s %.2f", name, r);
+  out << absl::StrFormat("# target v2 <= %.2f x v1 on partner-0.5 and expert8:%s -> %s\n",
+                         kGainTarget, gains.empty() ? " (neither ran)" : gains,
+                         v.gain_met ? "met" : "MISSED");
+  out << absl::StrFormat("# target no case v2 > %.2f x v1: worst %.2f (%s) -> %s\n",
+                         kRegressionTarget, v.worst_ratio, v.worst_case,
+                         v.no_regression ? "met" : "MISSED");
+  out << absl::StrFormat(
+      "# target measured within +-%.0f%% of predicted: worst %+.0f%% (%s) -> %s\n",
+      100 * kModelTolerance, 100 * v.worst_model_error, v.worst_model_row,
+      v.model_met ? "met" : "MISSED");
+  out.flush();
+}
+
+}  // namespace mixnet::bench

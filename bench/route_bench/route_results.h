@@ -1,0 +1,110 @@
+// The figures of mixnet_route_bench from its workers' records: per case and
+// router the median measured all-to-all time (each iteration's time is the
+// slowest rank's), the floor (demo::BoundPhase over every host's NIC
+// counters: the busiest link-direction's bytes, less its tbf bucket, over
+// its rate) and the busiest link's utilisation (floor / time), and the
+// fluid model's prediction scaled for the bytes the NICs actually carried
+// (wire factor = all NICs' transmitted bytes / the payload: headers, ACKs,
+// the protocol's control frames); then the run's verdicts against the
+// targets of issue 21 (T2-3). Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "apps/demo/counters.h"
+#include "nlohmann/json.hpp"
+
+namespace mixnet::bench {
+
+// One rank's record of one all-to-all (a line of its result file):
+//   {"router", "iteration", "ms", "nics": {ifname: [rx, tx]}, "retransmits", "bytes_bad",
+//    "cpu": [idle, total] (rank 0 only: the machine's jiffies over the all-to-all)}
+struct RankRecord {
+  int rank = 0;
+  std::string router;  // "v1" or "v2"
+  int iteration = 0;   // 0-based, warm-up included
+  double ms = 0;
+  std::map<std::string, demo::ByteCounters> nics;  // deltas over the all-to-all
+  uint64_t retransmits = 0;
+  uint64_t bytes_bad = 0;
+  uint64_t cpu_idle = 0, cpu_total = 0;  // jiffies, all CPUs (0, 0: not sampled)
+};
+nlohmann::json RecordToJson(const RankRecord& r);
+// InvalidArgument naming the missing or mistyped field.
+absl::StatusOr<RankRecord> RecordFromJson(const nlohmann::json& j, int rank);
+
+// A link's rate (bytes/s per direction) and tbf bucket, by "<host>/<nic>".
+struct LinkRate {
+  double rate_Bps = 0;
+  uint64_t burst_bytes = 0;
+};
+
+struct RouterFigures {
+  std::string case_name;
+  std::string router;
+  int iterations = 0;      // timed
+  double measured_ms = 0;  // median over timed iterations
+  double measured_min_ms = 0, measured_max_ms = 0;
+  double floor_ms = 0;       // median of the iterations' floors
+  double utilisation = 0;    // median of the iterations' floor / time
+  std::string busiest;       // busiest link-direction of the median iteration
+  double model_ms = 0;       // fluid model, payload bytes
+  double wire_factor = 0;    // median of NIC tx bytes / payload
+  double predicted_ms = 0;   // model_ms x wire_factor
+  uint64_t retransmits = 0;  // all ranks, timed iterations
+  uint64_t bytes_bad = 0;    // all ranks, all iterations
+  double cpu_idle = -1;      // idle share of all CPUs over the timed all-to-alls (-1: unknown)
+};
+
+// `records`: every rank's records of one router (warm-up included; those
+// with iteration < warmup are left out of the figures). `hosts[rank]` names
+// the host of each rank for the link names. DataLoss when a rank lacks a
+// timed iteration another has, or no iteration is timed.
+absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std::string& router,
+                                        const std::vector<RankRecord>& records, int warmup,
+                                        const std::vector<std::string>& hosts,
+                                        const std::map<std::string, LinkRate>& rates,
+                                        uint64_t payload_bytes, double model_s);
+
+// The lower median (a value that was measured); 0 for none.
+double LowerMedian(std::vector<double> v);
+
+// One case: both routers' figures on the same circuits.
+struct CaseFigures {
+  std::string case_name;
+  std::string what;
+  int circuits = 0;
+  double lower_bound_ms = 0;
+  RouterFigures v1, v2;
+  double ratio() const { return v1.measured_ms > 0 ? v2.measured_ms / v1.measured_ms : 0; }
+};
+
+// The verdicts of issue 21 (T2-3, item 6) over the cases that ran.
+struct Verdicts {
+  // Link-bound as T2-1 defines it: every row's busiest link at >= 80% of
+  // its rate; not link-bound (cpu_bound) when any row is below 60%.
+  bool link_bound = false;
+  bool cpu_bound = false;
+  double min_utilisation = 0;
+  // v2 measured <= 0.85 x v1 on partner-0.5 and expert8 (those that ran).
+  std::map<std::string, double> gain_ratio;
+  bool gain_met = true;
+  // No case slower under v2 than v1 by more than 3%.
+  double worst_ratio = 0;
+  std::string worst_case;
+  bool no_regression = true;
+  // measured within +-15% of the prediction on every row.
+  double worst_model_error = 0;  // measured / predicted - 1 of the row farthest from 0
+  std::string worst_model_row;   // "case router"
+  bool model_met = true;
+};
+inline constexpr double kGainTarget = 0.85;
+inline constexpr double kRegressionTarget = 1.03;
+inline constexpr double kModelTolerance = 0.15;
+Verdicts Judge(const std::vector<CaseFigures>& cases);
+
+}  // namespace mixnet::bench
