@@ -43,6 +43,7 @@
 #include "tests/nccl_net/mesh.h"
 #include "tests/nccl_net/plugin_harness.h"
 #include "tests/nccl_net/stream.h"
+#include "tests/nccl_net/two_fabric_spec.h"
 #include "tests/ocs_driver/daemon_process.h"
 
 namespace mixnet::nccl_test {
@@ -72,20 +73,18 @@ struct Shape {
 constexpr char kPartnerDemand[] =
     R"({"hosts": ["h0", "h1", "h2", "h3"], "bytes": [0, 1e9, 0, 0, 1e9, 0, 0, 0, 0, 0, 0, 1e9, 0, 0, 1e9, 0]})";
 
-std::string OcsAddress(int host) { return absl::StrCat("10.45.0.", host + 1); }
+std::string OcsAddress(int host) { return HostAddress("10.45.0.", host); }
 
 std::string SpecYaml() {
-  std::string y =
-      "name: nccl_cut\nocs_switches:\n  - {name: ocs0, ports: 4, switch_ms: 5}\nhosts:\n";
-  for (int h = 0; h < kWorld; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n",
-                    "      - {name: eps0, role: eps, address: 10.44.0.", h + 1, "/24, gbps: 1}\n",
-                    "      - {name: ocs0, role: ocs, address: ", OcsAddress(h),
-                    "/24, gbps: 0.5, switch: ocs0, port: ", h + 1, "}\n");
-  }
-  y += "regions:\n  - {name: r0, hosts: [h0, h1, h2, h3]}\n";
-  y += "circuits:\n  - {switch: ocs0, ports: [1, 2]}\n  - {switch: ocs0, ports: [3, 4]}\n";
-  return y;
+  return TwoFabricSpecYaml(TwoFabricSpec{.name = "nccl_cut",
+                                         .hosts = kWorld,
+                                         .eps_prefix = "10.44.0.",
+                                         .ocs_prefix = "10.45.0.",
+                                         .mask = "/24",
+                                         .eps_gbps = 1,
+                                         .ocs_gbps = 0.5,
+                                         .switch_ms = 5,
+                                         .circuits = {{1, 2}, {3, 4}}});
 }
 
 // Message k to the partner: tag 1 or 2 alternately, a size of its own.
