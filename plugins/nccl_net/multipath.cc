@@ -85,37 +85,36 @@ absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share) {
   SplitPart& sp = r.split[i];
   sp.min_bytes = lane.path.split_min_bytes;
   const SplitPlan plan = PlanSplit(r.sizes[i], sp.min_bytes, eps_share);
-  if (plan.header) {
-    sp.header.tag = r.tags[i];
-    sp.header.seq = r.seqs[i];
-    sp.header.primary = plan.primary;
-    sp.header.second = plan.second;
-    ASSIGN_OR_RETURN(sp.header_send,
-                     c.home->connection->Isend(&sp.header, sizeof(sp.header), kSplitHeaderTag));
-    sp.has_header = true;
-    if (plan.second > 0) {
-      absl::StatusOr<std::unique_ptr<transport::Request>> p =
-          c.home->connection->Isend(static_cast<const char*>(r.data[i]) + plan.primary, plan.second,
-                                    r.tags[i] | kSecondPieceBit);
-      if (!p.ok()) {
-        c.lane_failed = true;  // the header is out: the comm cannot go on
-        return p.status();
-      }
-      sp.second = *std::move(p);
-      sp.second_bytes = plan.second;
-      ++c.split.parts;
-      c.split.primary_bytes += plan.primary;
-      c.split.home_bytes += plan.second;
-    }
+  // The primary first: when its lane fails now, nothing has left and the
+  // post can be retried after a failover.
+  ASSIGN_OR_RETURN(r.parts[i], lane.connection->Isend(r.data[i], plan.primary, r.tags[i]));
+  r.sizes[i] = plan.primary;  // what a failover re-sends
+  if (!plan.header) return absl::OkStatus();
+  sp.header.tag = r.tags[i];
+  sp.header.seq = r.seqs[i];
+  sp.header.primary = plan.primary;
+  sp.header.second = plan.second;
+  // From here on the part is out: home failing fails the comm.
+  absl::StatusOr<std::unique_ptr<transport::Request>> h =
+      c.home->connection->Isend(&sp.header, sizeof(sp.header), kSplitHeaderTag);
+  if (!h.ok()) {
+    c.lane_failed = true;
+    return h.status();
   }
-  r.sizes[i] = plan.primary;
-  absl::StatusOr<std::unique_ptr<transport::Request>> p =
-      lane.connection->Isend(r.data[i], plan.primary, r.tags[i]);
+  sp.header_send = *std::move(h);
+  sp.has_header = true;
+  if (plan.second == 0) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<transport::Request>> p = c.home->connection->Isend(
+      static_cast<const char*>(r.data[i]) + plan.primary, plan.second, r.tags[i] | kSecondPieceBit);
   if (!p.ok()) {
-    if (plan.header) c.lane_failed = true;
+    c.lane_failed = true;
     return p.status();
   }
-  r.parts[i] = *std::move(p);
+  sp.second = *std::move(p);
+  sp.second_bytes = plan.second;
+  ++c.split.parts;
+  c.split.primary_bytes += plan.primary;
+  c.split.home_bytes += plan.second;
   return absl::OkStatus();
 }
 

@@ -14,7 +14,7 @@
 //    a split lane: they run exactly as before.
 //  * On a split lane the sender cuts a part of S >= M bytes into a primary
 //    piece [0, a) on the lane and a second piece [a, S) on home (tag | bit
-//    62), with a = max(SplitPair's circuit bytes, M). Before the pieces it
+//    62), with a = max(SplitPair's circuit bytes, M). With the pieces it
 //    sends a 32-byte split header (tag, part number, a, S - a) on home under
 //    kSplitHeaderTag. Parts below M go whole on the lane, with no header.
 //    So: a part has a header exactly when its primary piece on a split lane
@@ -97,8 +97,10 @@ struct SplitPlan {
 };
 SplitPlan PlanSplit(size_t size, uint64_t min_bytes, double eps_share);
 
-// Sender: posts part i of `r` (described; lane r.lanes[i]) whole or split,
-// header and second piece first. r.sizes[i] becomes the primary's bytes.
+// Sender: posts part i of `r` (described; lane r.lanes[i]) whole or split:
+// the primary on the lane first (when that fails nothing is out), then the
+// header and second piece on home (when those fail the comm has failed).
+// r.sizes[i] becomes the primary's bytes.
 absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share);
 // Receiver: posts part i's primary receive and, when its header is in, the
 // second piece.

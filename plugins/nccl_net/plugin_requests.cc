@@ -114,10 +114,19 @@ absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, vo
       mover_ != nullptr && lane->path.split_min_bytes > 0 ? mover_->EpsShare(*comm) : 0.0;
   absl::Status posted = PostSendPart(*comm, *r, 0, eps_share);
   if (!posted.ok()) {
-    if (r->split[0].header_send != nullptr) {
-      // Its header is out: keep its buffer until the comm closes (the comm
-      // failed; NCCL never sees this request).
+    if (r->parts[0] != nullptr) {
+      // Out on the lane, but its header or second piece could not follow
+      // on home: the comm failed. Keep the request's buffers until it
+      // closes (NCCL never sees this request).
       comm->failed_posts.push_back(std::move(r));
+      return posted;
+    }
+    if (mover_ != nullptr && lane != comm->home) {
+      // The guarded lane died since the check above: nothing left, so fail
+      // over and let NCCL retry (lane_recovery.h).
+      mover_->Failover(*comm, absl::StrCat("isend: lane ", lane->path.Describe(),
+                                           " failed: ", posted.ToString()));
+      return absl::OkStatus();
     }
     return posted;
   }
@@ -171,6 +180,14 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   for (int i = 0; i < n; ++i) Describe(*comm, *r, i, data[i], sizes[i], wire_tags[i]);
   for (int i = 0; i < n; ++i) {
     absl::Status part = PostRecvPart(*comm, *r, i);
+    if (!part.ok() && i == 0 && r->parts[0] == nullptr && mover_ != nullptr &&
+        r->lanes[0] != comm->home) {
+      // The guarded lane died since the check above and nothing is posted:
+      // fail over and let NCCL retry (lane_recovery.h).
+      mover_->Failover(*comm, absl::StrCat("irecv: lane ", r->lanes[0]->path.Describe(),
+                                           " failed: ", part.ToString()));
+      return absl::OkStatus();
+    }
     if (!part.ok()) {
       // The parts already posted stay counted, so the two ends' numbering
       // still agrees; this request fails and so does the NCCL operation.

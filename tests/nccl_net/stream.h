@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -30,6 +31,9 @@ struct StreamPlan {
   // Called after each completed send with the number done so far.
   std::function<void(int sends_done)> on_send_done;
   absl::Duration timeout = absl::Seconds(60);
+  // After the last completion, keep the receive buffers this long and fail
+  // if a byte of one changes (a write after NCCL was told it is done).
+  absl::Duration linger = absl::ZeroDuration();
 };
 
 inline absl::Status Stream(const Net& net, const Mesh& m, int me, int partner,
@@ -89,6 +93,34 @@ inline absl::Status Stream(const Net& net, const Mesh& m, int me, int partner,
     }
     NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": stream timed out (", sends_done,
                " sends and ", recvs_done, " receives done)");
+  }
+  if (plan.linger > absl::ZeroDuration()) {
+    absl::SleepFor(plan.linger);
+    for (int k = 0; k < kMessages; ++k) {
+      const size_t want = plan.sizes[k];
+      bool same = Check(in[k].data(), want, Seed(partner, me, plan.seed + k));
+      for (size_t b = want; same && b < in[k].size(); ++b) same = in[k][b] == 0xEE;
+      if (same) continue;
+      size_t first = 0;
+      std::vector<uint8_t> ref(want);
+      Fill(ref.data(), want, Seed(partner, me, plan.seed + k));
+      while (first < want && in[k][first] == ref[first]) ++first;
+      int from = -1;  // which message's bytes landed there
+      for (int j = 0; j < kMessages && first < want; ++j) {
+        std::vector<uint8_t> other(plan.sizes[j]);
+        Fill(other.data(), other.size(), Seed(partner, me, plan.seed + j));
+        for (size_t off = 0; off + 64 <= other.size(); off += 4096) {
+          if (std::memcmp(other.data() + off, in[k].data() + first, 64) == 0) {
+            from = j;
+            break;
+          }
+        }
+        if (from >= 0) break;
+      }
+      NT_REQUIRE(false, "rank ", me, ": message ", k, " (tag ", plan.tags[k], ", ", want,
+                 " bytes) changed after it completed, from byte ", first, " (bytes of message ",
+                 from, ")");
+    }
   }
   return absl::OkStatus();
 }
