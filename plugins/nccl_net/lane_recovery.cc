@@ -186,17 +186,24 @@ void PathMover::ResendFromRecover(Comm& c, const ControlMessage& m) {
 
 void PathMover::ApplyResent(Comm& c, const ControlMessage& m) {
   // Parts re-posted here that the sender had not posted come whole on home.
+  uint64_t whole = 0, tail = 0;
   for (Request* r : c.live) {
     for (int i = 0; i < r->n; ++i) {
       auto end = m.counts.find(r->tags[i]);
-      if (end == m.counts.end() || r->seqs[i] >= end->second) r->split[i].min_bytes = 0;
+      if (end != m.counts.end() && r->seqs[i] < end->second) continue;
+      whole += r->split[i].min_bytes > 0 ? 1 : 0;
+      r->split[i].min_bytes = 0;
     }
   }
   // Those it had posted split and this end had not: their headers come.
   for (const auto& [tag, seqs] : m.missing) {
     for (uint64_t seq : seqs) c.split_tail.insert({tag, seq});
+    tail += seqs.size();
   }
   c.awaiting_resent = false;
+  LogInfo(absl::StrCat(Who(c), ": RESENT (recovery ", m.generation, "): ", tail,
+                       " part(s) the sender split come on home, ", whole,
+                       " re-posted part(s) come whole"));
 }
 
 void PathMover::HandleRecovery(Comm& c, const ControlMessage& m) {

@@ -13,8 +13,8 @@
 //    10 of 40 messages of 1 MiB (no PREPARE): both ends fail over to their
 //    home EPS lanes, every message arrives once and in order, no NCCL call
 //    fails, and the comms go on. Again with the mixed stream and only 3
-//    receives posted ahead of 16 sends (parts only one end had posted at
-//    the cut: RESENT, multipath.h).
+//    receives posted ahead of 16 sends, and 3 sends ahead of 16 receives
+//    (parts only one end had posted at the cut: RESENT, multipath.h).
 //  * MIXNET_ROUTER=v1 with the same demand: the comms run over the circuit
 //    alone, as before multipath (nothing split, no split lane).
 // Runs on the test thread; the ranks are forked processes (plugin_harness.h).
@@ -215,6 +215,16 @@ TEST_F(NcclNetMultipathTest, ACutWithTheReceiverBehindLosesNothing) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// And the other way round: 16 receives posted against 3 sends, so the
+// receiver re-posts parts the sender has yet to post (RESENT: they come
+// whole, on home).
+TEST_F(NcclNetMultipathTest, ACutWithTheSenderBehindLosesNothing) {
+  StreamPlan plan = MixedPlan();
+  plan.send_window = 3;
+  absl::Status s = CutMidStream(plan);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 absl::Status NcclNetMultipathTest::CutMidStream(StreamPlan plan) {
   return Run("v2", [plan](int me, Board* b) mutable -> absl::Status {
     ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/true));
@@ -240,7 +250,8 @@ absl::Status NcclNetMultipathTest::CutMidStream(StreamPlan plan) {
     RETURN_IF_ERROR(Barrier(b));
     RETURN_IF_ERROR(CloseMesh(net, m));
     for (const std::string& l : LoggedLines()) {
-      if (absl::StrContains(l, "failed over") || absl::StrContains(l, " part(s): "))
+      if (absl::StrContains(l, "failed over") || absl::StrContains(l, " part(s): ") ||
+          absl::StrContains(l, "RESENT"))
         fprintf(stderr, "rank %d: %s\n", me, l.c_str());
     }
     NT_REQUIRE(CountLines("send comm to", "failed over to") > 0 &&
