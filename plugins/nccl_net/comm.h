@@ -93,7 +93,8 @@ struct Comm {
   absl::flat_hash_set<std::pair<uint32_t, uint64_t>> split_tail ABSL_GUARDED_BY(mu);
   // Parts split so far and their bytes on the primary lanes and on home.
   SplitCounters split ABSL_GUARDED_BY(mu);
-  // Sends that failed after their split header left (freed at close).
+  // Sends whose circuit piece left but whose header or second piece could
+  // not follow on home (the comm failed); freed at close.
   std::vector<std::unique_ptr<Request>> failed_posts ABSL_GUARDED_BY(mu);
 };
 

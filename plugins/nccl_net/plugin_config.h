@@ -28,7 +28,7 @@ struct PluginConfig {
   // Multipath (multipath.h): MIXNET_ROUTER ("v1": one lane per comm), the
   // smallest part split over a circuit and EPS (MIXNET_NCCL_SPLIT_MIN_BYTES),
   // and without a controller a demand matrix for router v2's weights
-  // (MIXNET_NCCL_STATIC_DEMAND: a JSON file, see StaticDemand).
+  // (MIXNET_NCCL_STATIC_DEMAND: a JSON file, see LoadStaticDemand).
   std::string router = "v2";
   int64_t split_min_bytes = 64 << 10;
   std::string static_demand;
