@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -19,6 +21,7 @@
 #include "plugins/nccl_net/background.h"
 #include "plugins/nccl_net/handshake.h"
 #include "plugins/nccl_net/lane.h"
+#include "plugins/nccl_net/multipath.h"
 #include "plugins/nccl_net/nic.h"
 #include "plugins/nccl_net/plugin_config.h"
 #include "runtime/transport/transport.h"
@@ -75,6 +78,24 @@ struct Comm {
   absl::Time recovering_since ABSL_GUARDED_BY(mu);
   uint64_t recoveries ABSL_GUARDED_BY(mu) = 0;   // completed (both ends count alike)
   std::string failover_due ABSL_GUARDED_BY(mu);  // why, when a control send asked for one
+
+  // Multipath (multipath.h). A MOVE onto a split lane was sent (sender) or
+  // received (receiver): split headers may come, and a failover ends with
+  // RESENT.
+  bool split_seen ABSL_GUARDED_BY(mu) = false;
+  // Receiver: split headers that arrived before their part was posted, by
+  // (tag, part number).
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SplitHeader> split_headers ABSL_GUARDED_BY(mu);
+  // Receiver, after a failover: posting waits for the sender's RESENT;
+  // then the parts it names as split (posted later, on home) await headers.
+  bool awaiting_resent ABSL_GUARDED_BY(mu) = false;
+  absl::Time awaiting_since ABSL_GUARDED_BY(mu);
+  absl::flat_hash_set<std::pair<uint32_t, uint64_t>> split_tail ABSL_GUARDED_BY(mu);
+  // Parts split so far and their bytes on the primary lanes and on home.
+  SplitCounters split ABSL_GUARDED_BY(mu);
+  // Sends whose circuit piece left but whose header or second piece could
+  // not follow on home (the comm failed); freed at close.
+  std::vector<std::unique_ptr<Request>> failed_posts ABSL_GUARDED_BY(mu);
 };
 
 // One isend, or one grouped irecv of `n` buffers; each part keeps its lane
@@ -93,6 +114,9 @@ struct Request {
   // Sender, after a failover: the receiver had this part (its transport
   // request, on a closed lane, no longer tells).
   std::array<bool, kMaxRecvsLimit> delivered{};
+  // Multipath (multipath.h): `parts`, `data` and `sizes` are the primary
+  // piece (what a failover re-posts); this is the rest.
+  std::array<SplitPart, kMaxRecvsLimit> split{};
 };
 
 // A connection set-up of connect or accept (handshake.h) in the background.

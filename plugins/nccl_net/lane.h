@@ -27,6 +27,11 @@ namespace mixnet::nccl {
 inline constexpr uint64_t kControlTag = (uint64_t{1} << 63) | 0x4D4F5645u;
 // Largest control message.
 inline constexpr size_t kControlMaxBytes = 64 << 10;
+// Transport tag of the split headers of multipath parts, on the home lane
+// (multipath.h), and the bit that marks a part's second piece there.
+inline constexpr uint64_t kSplitHeaderTag = (uint64_t{1} << 63) | 0x53504C54u;
+inline constexpr uint64_t kSecondPieceBit = uint64_t{1} << 62;
+inline constexpr size_t kSplitHeaderBytes = 32;
 
 // Where a lane runs: from a local NIC to a NIC of the peer (cluster-spec
 // names; without a spec, the interface and empty).
@@ -35,7 +40,11 @@ struct LanePath {
   std::string remote_nic;
   bool direct = false;           // over an OCS circuit
   cluster::CircuitSpec circuit;  // when direct
-  // Same NICs and circuit.
+  // Multipath (multipath.h): parts posted on this lane with a piece of at
+  // least this many bytes on it have a split header on the home lane; 0:
+  // parts on it are never split (router v1, or no routing).
+  uint64_t split_min_bytes = 0;
+  // Same NICs, circuit and split rule.
   bool SameAs(const LanePath& o) const;
   // "eps0 -> eps0 (EPS)" or "ocs1 -> ocs0 (circuit ocs0:3-7)".
   std::string Describe() const;
@@ -54,11 +63,15 @@ struct Lane {
   // Declared before the connection: the transport may write into it until
   // the connection is gone.
   std::array<char, kControlMaxBytes> control_buf{};
+  std::array<char, kSplitHeaderBytes> split_buf{};  // multipath.h
   std::unique_ptr<transport::Connection> connection;
   // Data parts posted on this lane and not yet tested done.
   int outstanding = 0;
   std::unique_ptr<transport::Request> control_recv;  // posted while the lane is in use
   std::deque<ControlSend> control_sends;
+  // Home lane of a receiver that has had split lanes: the split header
+  // being received into `split_buf` (multipath.h).
+  std::unique_ptr<transport::Request> split_recv;
 };
 
 using ConnectionTask = Background<std::unique_ptr<transport::Connection>>;

@@ -120,6 +120,10 @@ void PathMover::RecoverReceiver(Comm& c, uint64_t generation, const std::string&
     }
   }
   c.recoveries = generation;
+  if (c.split_seen) {  // multipath.h: the sender's RESENT decides the parts in doubt
+    c.awaiting_resent = true;
+    c.awaiting_since = absl::Now();
+  }
   failovers_.fetch_add(1);
   LogWarn(absl::StrCat(Who(c), ": ", why, "; failed over to ", c.home->path.Describe(),
                        " (recovery ", generation, "): ", reposted, " receive part(s), ", bytes,
@@ -133,12 +137,19 @@ void PathMover::ResendFromRecover(Comm& c, const ControlMessage& m) {
     c.recovering = true;
   }
   uint64_t resent = 0, arrived = 0, bytes = 0;
+  ControlMessage tail;  // RESENT (multipath.h)
+  tail.type = ControlType::kResent;
+  tail.generation = m.generation;
+  tail.counts = c.posted;
   for (Request* r : InOrder(c)) {
     for (int i = 0; i < r->n; ++i) {
-      if (r->delivered[i] || r->lanes[i] == c.home) continue;
       const uint32_t tag = r->tags[i];
       const uint64_t seq = r->seqs[i];
       auto end = m.counts.find(tag);
+      if (r->split[i].has_header && (end == m.counts.end() || seq >= end->second)) {
+        tail.missing[tag].push_back(seq);  // the receiver will post it on home
+      }
+      if (r->delivered[i] || r->lanes[i] == c.home) continue;
       auto missing = m.missing.find(tag);
       const bool listed = missing != m.missing.end() &&
                           std::binary_search(missing->second.begin(), missing->second.end(), seq);
@@ -165,11 +176,34 @@ void PathMover::ResendFromRecover(Comm& c, const ControlMessage& m) {
   }
   c.recovering = false;
   c.recoveries = m.generation;
+  if (c.split_seen) Send(c, *c.home, tail);
   failovers_.fetch_add(1);
   parts_resent_.fetch_add(resent);
   LogWarn(absl::StrCat(Who(c), ": failed over to ", c.home->path.Describe(), " (recovery ",
                        m.generation, "): re-sent ", resent, " part(s), ", bytes, " bytes; ",
                        arrived, " unacknowledged part(s) had arrived"));
+}
+
+void PathMover::ApplyResent(Comm& c, const ControlMessage& m) {
+  // Parts re-posted here that the sender had not posted come whole on home.
+  uint64_t whole = 0, tail = 0;
+  for (Request* r : c.live) {
+    for (int i = 0; i < r->n; ++i) {
+      auto end = m.counts.find(r->tags[i]);
+      if (end != m.counts.end() && r->seqs[i] < end->second) continue;
+      whole += r->split[i].min_bytes > 0 ? 1 : 0;
+      r->split[i].min_bytes = 0;
+    }
+  }
+  // Those it had posted split and this end had not: their headers come.
+  for (const auto& [tag, seqs] : m.missing) {
+    for (uint64_t seq : seqs) c.split_tail.insert({tag, seq});
+    tail += seqs.size();
+  }
+  c.awaiting_resent = false;
+  LogInfo(absl::StrCat(Who(c), ": RESENT (recovery ", m.generation, "): ", tail,
+                       " part(s) the sender split come on home, ", whole,
+                       " re-posted part(s) come whole"));
 }
 
 void PathMover::HandleRecovery(Comm& c, const ControlMessage& m) {
@@ -185,6 +219,10 @@ void PathMover::HandleRecovery(Comm& c, const ControlMessage& m) {
     case ControlType::kRecover:
       if (!c.is_send || m.generation != c.recoveries + 1) return;
       ResendFromRecover(c, m);
+      return;
+    case ControlType::kResent:
+      if (c.is_send || !c.awaiting_resent || m.generation != c.recoveries) return;
+      ApplyResent(c, m);
       return;
     default:
       return;
@@ -256,6 +294,10 @@ bool PathMover::Complete(Comm& c, Request& r) {
     if (!r.parts[i]->status().ok()) return false;
     auto acked = c.acked.find(r.tags[i]);
     if (acked == c.acked.end() || acked->second <= r.seqs[i]) return false;
+  }
+  // A split part also waits for its header and second piece (multipath.h).
+  for (int i = 0; i < r.n; ++i) {
+    if (!SplitDone(c, r, i)) return false;
   }
   return true;
 }

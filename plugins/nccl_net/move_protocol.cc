@@ -25,15 +25,17 @@ constexpr std::pair<ControlType, const char*> kNames[] = {
     {ControlType::kAck, "ACK"},
     {ControlType::kLost, "LOST"},
     {ControlType::kRecover, "RECOVER"},
+    {ControlType::kResent, "RESENT"},
 };
 
 bool HasCounts(ControlType t) {
   return t == ControlType::kMove || t == ControlType::kReady || t == ControlType::kAck ||
-         t == ControlType::kRecover;
+         t == ControlType::kRecover || t == ControlType::kResent;
 }
 
 json PathJson(const LanePath& p) {
   json j = {{"local_nic", p.local_nic}, {"remote_nic", p.remote_nic}, {"direct", p.direct}};
+  if (p.split_min_bytes > 0) j["split_min"] = p.split_min_bytes;
   if (p.direct) {
     j["switch"] = p.circuit.ocs_switch;
     j["port_a"] = p.circuit.port_a;
@@ -47,6 +49,7 @@ LanePath PathFromJson(const json& j) {
   p.local_nic = j.at("local_nic").get<std::string>();
   p.remote_nic = j.at("remote_nic").get<std::string>();
   p.direct = j.at("direct").get<bool>();
+  p.split_min_bytes = j.value("split_min", uint64_t{0});
   if (p.direct) {
     p.circuit.ocs_switch = j.at("switch").get<std::string>();
     p.circuit.port_a = j.at("port_a").get<int>();
@@ -82,7 +85,8 @@ std::string EncodeControl(const ControlMessage& m) {
       j["reason"] = m.reason;
       j["generation"] = m.generation;
       break;
-    case ControlType::kRecover: {
+    case ControlType::kRecover:
+    case ControlType::kResent: {
       j["generation"] = m.generation;
       json missing = json::array();
       for (const auto& [tag, seqs] : m.missing) missing.push_back({tag, seqs});
@@ -129,10 +133,11 @@ absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
         m.type == ControlType::kLost) {
       m.reason = j.at("reason").get<std::string>();
     }
-    if (m.type == ControlType::kLost || m.type == ControlType::kRecover) {
+    if (m.type == ControlType::kLost || m.type == ControlType::kRecover ||
+        m.type == ControlType::kResent) {
       m.generation = j.at("generation").get<uint64_t>();
     }
-    if (m.type == ControlType::kRecover) {
+    if (m.type == ControlType::kRecover || m.type == ControlType::kResent) {
       for (const json& e : j.at("missing")) {
         m.missing[e.at(0).get<uint32_t>()] = e.at(1).get<std::vector<uint64_t>>();
       }
@@ -168,6 +173,7 @@ TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b) {
 
 bool LanePath::SameAs(const LanePath& o) const {
   return local_nic == o.local_nic && remote_nic == o.remote_nic && direct == o.direct &&
+         split_min_bytes == o.split_min_bytes &&
          (!direct || (circuit.ocs_switch == o.circuit.ocs_switch &&
                       circuit.port_a == o.circuit.port_a && circuit.port_b == o.circuit.port_b));
 }
@@ -177,6 +183,7 @@ std::string LanePath::Describe() const {
                                remote_nic.empty() ? "?" : remote_nic);
   if (direct) {
     absl::StrAppend(&s, " (circuit ", circuit.ocs_switch, ":", circuit.port_a, "-", circuit.port_b,
+                    split_min_bytes > 0 ? absl::StrCat(", split from ", split_min_bytes, " B") : "",
                     ")");
   } else {
     absl::StrAppend(&s, " (EPS)");

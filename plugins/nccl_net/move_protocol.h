@@ -2,7 +2,8 @@
 // lane being left under kControlTag, and their wire form (JSON: rare, small,
 // and readable in a packet capture). Pure functions; any thread.
 //
-//   MOVE        sender -> receiver  move id, target NICs and circuit, the
+//   MOVE        sender -> receiver  move id, target NICs and circuit (and
+//                                   its split rule, multipath.h), the
 //                                   sender's per-tag part counts
 //   READY       receiver -> sender  the receiver's transport address on the
 //                                   target NIC and its per-tag counts
@@ -24,6 +25,10 @@
 //                                   parts it did not get and re-posted on its
 //                                   home lane; the sender re-sends exactly those
 //                                   and the ones the receiver has not posted
+//   RESENT      sender -> receiver  recovery `generation`, comms that had split
+//                                   lanes only (multipath.h): the sender's
+//                                   per-tag counts and, per tag, the parts
+//                                   from the receiver's counts on that it split
 #pragma once
 
 #include <cstdint>
@@ -46,7 +51,8 @@ enum class ControlType {
   kDone,
   kAck,
   kLost,
-  kRecover
+  kRecover,
+  kResent
 };
 const char* ControlTypeName(ControlType t);
 
@@ -56,10 +62,11 @@ struct ControlMessage {
   LanePath target;          // kMove: as seen from the sender (remote_nic is the receiver's NIC)
   uint64_t epoch = 0;       // kMove
   std::string address;      // kReady: the receiver's transport address on target.remote_nic
-  TagCounts counts;         // kMove, kReady, kAck, kRecover
+  TagCounts counts;         // kMove, kReady, kAck, kRecover, kResent
   std::string reason;       // kRefuse, kLaneFailed, kLost
-  uint64_t generation = 0;  // kLost, kRecover: the recovery's number (1, 2, ...)
-  // kRecover: per tag, the part numbers the receiver re-posted, ascending.
+  uint64_t generation = 0;  // kLost, kRecover, kResent: the recovery's number (1, 2, ...)
+  // kRecover: per tag, the part numbers the receiver re-posted, ascending;
+  // kResent: those the sender split, from the receiver's counts on.
   absl::flat_hash_map<uint32_t, std::vector<uint64_t>> missing;
 };
 

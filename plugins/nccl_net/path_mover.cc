@@ -21,15 +21,7 @@ absl::Duration MoveTimeout(absl::Duration connect_timeout) {
   return connect_timeout + absl::Seconds(5);
 }
 
-cluster::CircuitSpec Normalized(cluster::CircuitSpec c) {
-  if (c.port_a > c.port_b) std::swap(c.port_a, c.port_b);
-  return c;
-}
-
-bool SameCircuit(const cluster::CircuitSpec& a, const cluster::CircuitSpec& b) {
-  cluster::CircuitSpec x = Normalized(a), y = Normalized(b);
-  return x.ocs_switch == y.ocs_switch && x.port_a == y.port_a && x.port_b == y.port_b;
-}
+}  // namespace
 
 std::string CommName(const Comm& c) {
   return absl::StrCat(c.is_send ? "send comm to " : "recv comm from ",
@@ -40,10 +32,10 @@ std::string CommName(const Comm& c) {
                       ")");
 }
 
-}  // namespace
-
 bool LanesFor(Comm& comm, const uint32_t* tags, int n, std::shared_ptr<Lane>* lanes) {
-  if (comm.recovering) return false;  // re-sends go first (lane_recovery.h)
+  // Re-sends go first (lane_recovery.h), and a receiver of split parts
+  // waits for the sender's RESENT (multipath.h).
+  if (comm.recovering || comm.awaiting_resent) return false;
   if (comm.move == nullptr) {
     for (int i = 0; i < n; ++i) lanes[i] = comm.lane;
     return true;
@@ -79,7 +71,10 @@ absl::StatusOr<std::unique_ptr<PathMover>> PathMover::Create(Options options) {
         absl::StrCat("host '", options.host, "' is not in the cluster spec"));
   }
   auto m = std::unique_ptr<PathMover>(new PathMover(std::move(options)));
-  RETURN_IF_ERROR(m->SetRouting(m->options_.initial, false));
+  RETURN_IF_ERROR(m->InstallRouting(m->options_.initial, false));
+  if (m->options_.static_plan.has_value()) {
+    RETURN_IF_ERROR(m->SetRouting(*m->options_.static_plan));
+  }
   m->thread_ = std::thread([p = m.get()] { p->Run(); });
   return m;
 }
@@ -106,55 +101,6 @@ void PathMover::Add(Comm* comm) {
 void PathMover::Remove(Comm* comm) {
   absl::MutexLock lock(&comms_mu_);
   comms_.erase(comm);
-}
-
-absl::Status PathMover::SetRouting(const router::Topology& topology, bool restricted) {
-  ASSIGN_OR_RETURN(router::RouteTable table,
-                   router::BuildRouteTable(options_.spec, topology, options_.host));
-  absl::MutexLock lock(&routing_mu_);
-  if (!restricted) {
-    installed_ = topology;
-    installed_epoch_.store(topology.epoch);
-  }
-  routing_ = topology;
-  routing_generation_.fetch_add(1);
-  table_ = std::make_shared<const router::RouteTable>(std::move(table));
-  return absl::OkStatus();
-}
-
-std::optional<LanePath> PathMover::Desired(const Comm& c) const {
-  if (c.peer_host.empty() || c.peer_host == options_.host) return std::nullopt;
-  const cluster::HostSpec* peer = options_.spec.FindHost(c.peer_host);
-  const cluster::HostSpec* self = options_.spec.FindHost(options_.host);
-  if (peer == nullptr || self == nullptr) return std::nullopt;
-  std::shared_ptr<const router::RouteTable> table;
-  {
-    absl::MutexLock lock(&routing_mu_);
-    table = table_;
-  }
-  const std::vector<router::Path>& paths = table->PathsTo(c.peer_host);
-  if (paths.empty() || paths[0].kind == router::PathKind::kIntraHost) return std::nullopt;
-  const router::Path& p = paths[c.key % paths.size()];
-  LanePath out;
-  out.local_nic = p.local_nic;
-  out.remote_nic = p.remote_nic;
-  out.direct = p.kind == router::PathKind::kOcs;
-  if (out.direct) {
-    const cluster::NicSpec* a = self->FindNic(p.local_nic);
-    const cluster::NicSpec* b = peer->FindNic(p.remote_nic);
-    if (a == nullptr || b == nullptr) return std::nullopt;
-    out.circuit = Normalized(cluster::CircuitSpec{a->ocs_switch, a->ocs_port, b->ocs_port});
-  }
-  return out;
-}
-
-bool PathMover::Vanishing(const LanePath& p) const {
-  if (!p.direct) return false;
-  absl::MutexLock lock(&routing_mu_);
-  for (const cluster::CircuitSpec& c : routing_.circuits) {
-    if (SameCircuit(c, p.circuit)) return false;
-  }
-  return true;
 }
 
 void PathMover::Send(Comm& c, Lane& lane, const ControlMessage& m, bool ack) {
@@ -251,6 +197,7 @@ void PathMover::StartMove(Comm& c, const LanePath& target) {
   msg.target = target;
   msg.epoch = m->epoch;
   msg.counts = c.posted;
+  if (target.split_min_bytes > 0) c.split_seen = true;  // multipath.h
   c.move = std::move(m);
   Send(c, *c.lane, msg);
   moves_started_.fetch_add(1);
@@ -260,7 +207,7 @@ void PathMover::StartMove(Comm& c, const LanePath& target) {
 
 void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
   if (m.type == ControlType::kAck || m.type == ControlType::kLost ||
-      m.type == ControlType::kRecover) {
+      m.type == ControlType::kRecover || m.type == ControlType::kResent) {
     HandleRecovery(c, m);
     return;
   }
@@ -290,6 +237,9 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       mv->target.remote_nic = m.target.local_nic;
       mv->target.direct = m.target.direct;
       mv->target.circuit = m.target.circuit;
+      mv->target.split_min_bytes = m.target.split_min_bytes;
+      // Split headers come on home from the first split part on.
+      if (m.target.split_min_bytes > 0) c.split_seen = true;
       mv->epoch = m.epoch;
       mv->old = c.lane;
       mv->started = absl::Now();
@@ -448,6 +398,7 @@ void PathMover::Advance(Comm& c) {
     std::shared_ptr<Lane> home = c.home;
     PollControl(c, *home);
   }
+  PollSplitHeaders(c);  // a receiver's split headers (multipath.h)
   if (c.lane_failed) return;
   RunDueFailover(c);
   if (c.lane_failed) return;
@@ -458,6 +409,13 @@ void PathMover::Advance(Comm& c) {
                            absl::FormatDuration(MoveTimeout(options_.connect_timeout))));
       c.lane_failed = true;
     }
+    return;
+  }
+  if (c.awaiting_resent && absl::Now() - c.awaiting_since > MoveTimeout(options_.connect_timeout)) {
+    LogWarn(absl::StrCat(CommName(c), ": the sender did not answer the failover (RECOVER ",
+                         c.recoveries, ") with RESENT within ",
+                         absl::FormatDuration(MoveTimeout(options_.connect_timeout))));
+    c.lane_failed = true;
     return;
   }
   if (!c.is_send) MaybeSendAck(c);
@@ -507,65 +465,6 @@ void PathMover::Advance(Comm& c) {
   if (c.move != nullptr) MaybeRetire(c);
 }
 
-std::string PathMover::DescribeBlocked() const {
-  std::vector<std::string> out;
-  absl::MutexLock lock(&comms_mu_);
-  for (Comm* c : comms_) {
-    absl::MutexLock cl(&c->mu);
-    if (c->lane == nullptr || c->lane_failed) continue;  // a failed comm carries nothing
-    bool blocked = Vanishing(c->lane->path);
-    if (c->move != nullptr) {
-      blocked |= Vanishing(c->move->target) || (c->move->old && Vanishing(c->move->old->path));
-    }
-    if (blocked) out.push_back(CommName(*c));
-    if (out.size() >= 4) break;
-  }
-  return absl::StrJoin(out, "; ");
-}
-
-absl::Status PathMover::Prepare(const router::Topology& target, absl::Time deadline) {
-  router::Topology restricted;
-  {
-    absl::MutexLock lock(&routing_mu_);
-    restricted.epoch = installed_.epoch;
-    for (const cluster::CircuitSpec& c : installed_.circuits) {
-      for (const cluster::CircuitSpec& t : target.circuits) {
-        if (SameCircuit(c, t)) {
-          restricted.circuits.push_back(c);
-          break;
-        }
-      }
-    }
-  }
-  RETURN_IF_ERROR(SetRouting(restricted, true));
-  while (true) {
-    const std::string blocked = DescribeBlocked();
-    if (blocked.empty()) return absl::OkStatus();
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("NCCL plugin on host ", options_.host,
-                                                      ": comms still on circuits leaving at epoch ",
-                                                      target.epoch, ": ", blocked));
-    }
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-}
-
-absl::Status PathMover::Commit(const router::Topology& target, absl::Time deadline) {
-  return SetRouting(target, false);
-}
-
-void PathMover::Abort(uint64_t epoch) {
-  router::Topology installed;
-  {
-    absl::MutexLock lock(&routing_mu_);
-    installed = installed_;
-  }
-  absl::Status s = SetRouting(installed, false);
-  if (!s.ok()) LogWarn(absl::StrCat("abort of epoch ", epoch, ": ", s.ToString()));
-}
-
-uint64_t PathMover::installed_epoch() const { return installed_epoch_.load(); }
-
 PathMover::Stats PathMover::stats() const {
   Stats s;
   s.moves_started = moves_started_.load();
@@ -586,7 +485,7 @@ void PathMover::Run() {
       for (Comm* c : comms_) {
         absl::MutexLock cl(&c->mu);
         Advance(*c);
-        busy |= c->move != nullptr || c->ack_due || c->recovering;
+        busy |= c->move != nullptr || c->ack_due || c->recovering || c->awaiting_resent;
       }
     }
     Report();

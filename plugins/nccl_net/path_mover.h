@@ -37,6 +37,17 @@
 // Lanes that die without a PREPARE (a circuit cut) are failed over to the
 // comm's home EPS lane: see lane_recovery.h.
 //
+// Multipath (router v2; multipath.h): SetRouting builds the v2 route table
+// of the installed topology and keeps each peer host's EPS share. A send
+// comm whose desired path is a circuit and whose peer's share lies strictly
+// between 0 and 1 wants a split lane over that circuit (one with
+// LanePath::split_min_bytes set), so it moves onto one, and its parts from
+// split_min_bytes on are split over that lane and home by the share; a
+// share of 1 sends the comm to EPS. A Commit drops the shares (router v1's
+// paths until the next SetRouting), except that a static plan (no
+// controller; Options::static_plan) applies again to every topology.
+// With Options::router "v1", SetRouting is ignored: one lane, as before.
+//
 // Threads: a "mx-nccl-mover" thread advances moves and reports; the agent's
 // event thread calls the TopologyFollower methods; NCCL's proxy threads call
 // LanesFor and Advance with the comm's mutex held. Lock order: the mover's
@@ -52,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -60,9 +72,13 @@
 #include "plugins/nccl_net/move_protocol.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/router/route_table.h"
+#include "runtime/router/route_table_v2.h"
 #include "runtime/router/topology_follower.h"
 
 namespace mixnet::nccl {
+
+// "send comm to h1 (10.0.0.2:4711 via eps0)", for messages.
+std::string CommName(const Comm& c);
 
 // Which lane each part of a post goes on; false: not now (ask NCCL to retry).
 // Without a move in progress every part goes on the comm's lane.
@@ -91,6 +107,13 @@ class PathMover : public router::TopologyFollower {
     absl::Duration tick = absl::Milliseconds(1);
     absl::Duration report_period = absl::ZeroDuration();  // zero: no reports
     std::function<void(TrafficSample)> report;
+    // Multipath (see above): "v2" follows SetRouting, "v1" ignores it
+    // (MIXNET_ROUTER); parts of at least split_min_bytes are split
+    // (MIXNET_NCCL_SPLIT_MIN_BYTES); a routing that applies to every
+    // topology when there is no controller (MIXNET_NCCL_STATIC_DEMAND).
+    std::string router = "v2";
+    uint64_t split_min_bytes = 64 << 10;
+    std::optional<router::RoutingPlan> static_plan;
   };
   static absl::StatusOr<std::unique_ptr<PathMover>> Create(Options options);
   ~PathMover() override;  // stops the thread; comms must be removed first
@@ -120,7 +143,12 @@ class PathMover : public router::TopologyFollower {
   absl::Status Prepare(const router::Topology& target, absl::Time deadline) override;
   absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
   void Abort(uint64_t epoch) override;
+  // Router v2 weights for the installed topology (see above).
+  absl::Status SetRouting(const router::RoutingPlan& plan) override;
   uint64_t installed_epoch() const override;
+
+  // The share of `comm`'s bytes router v2 puts on EPS (0 without a routing).
+  double EpsShare(const Comm& comm) const;
 
   struct Stats {
     uint64_t moves_started = 0, moves_done = 0, moves_abandoned = 0;
@@ -136,7 +164,7 @@ class PathMover : public router::TopologyFollower {
   // Routing state: the path a send comm should use now; nullopt when the
   // peer is not a host of the spec (the comm stays where it is).
   std::optional<LanePath> Desired(const Comm& comm) const;
-  absl::Status SetRouting(const router::Topology& topology, bool restricted);
+  absl::Status InstallRouting(const router::Topology& topology, bool restricted);
   // True when `p` is direct over a circuit the routing topology lacks.
   bool Vanishing(const LanePath& p) const;
   std::string DescribeBlocked() const;
@@ -159,6 +187,8 @@ class PathMover : public router::TopologyFollower {
   void RecoverReceiver(Comm& c, uint64_t generation, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void ResendFromRecover(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // Receiver: the sender's RESENT after a failover of a comm with split lanes.
+  void ApplyResent(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void MaybeSendAck(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   // The failover a failed control send on a guarded lane asked for.
   void RunDueFailover(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
@@ -178,8 +208,10 @@ class PathMover : public router::TopologyFollower {
   router::Topology installed_ ABSL_GUARDED_BY(routing_mu_);
   router::Topology routing_ ABSL_GUARDED_BY(routing_mu_);  // installed, or the restriction
   std::shared_ptr<const router::RouteTable> table_ ABSL_GUARDED_BY(routing_mu_);
+  // Router v2's EPS share per peer host (SetRouting; empty: router v1).
+  absl::flat_hash_map<std::string, double> eps_share_ ABSL_GUARDED_BY(routing_mu_);
   std::atomic<uint64_t> installed_epoch_{0};
-  std::atomic<uint64_t> routing_generation_{1};  // bumped by every SetRouting
+  std::atomic<uint64_t> routing_generation_{1};  // bumped by every routing change
 
   std::atomic<uint64_t> moves_started_{0}, moves_done_{0}, moves_abandoned_{0};
   std::atomic<uint64_t> failovers_{0}, parts_resent_{0};

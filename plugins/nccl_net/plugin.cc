@@ -94,6 +94,17 @@ absl::Status Plugin::InitFabric() {
   mo.initial = router::Topology{0, spec.circuits};
   mo.device = [this](const std::string& nic) { return SpecDevice(nic); };
   mo.connect_timeout = std::min(config_.connect_timeout, absl::Seconds(10));
+  mo.router = config_.router;
+  mo.split_min_bytes = static_cast<uint64_t>(config_.split_min_bytes);
+  if (!config_.static_demand.empty()) {
+    if (!config_.controller.empty()) {
+      LogWarn(absl::StrCat("MIXNET_NCCL_STATIC_DEMAND=", config_.static_demand,
+                           " is ignored: the controller (", config_.controller,
+                           ") gives the routing"));
+    } else {
+      ASSIGN_OR_RETURN(mo.static_plan, LoadStaticDemand(config_.static_demand));
+    }
+  }
   std::vector<cluster::NicSpec> host_nics = spec.FindHost(config_.host)->nics;
   mo.spec = std::move(spec);
   if (!config_.controller.empty() && config_.report_period > absl::ZeroDuration()) {
@@ -423,6 +434,9 @@ absl::Status Plugin::CloseComm(void* p, Kind kind) {
       delete r;
     }
     comm->live.clear();
+    comm->failed_posts.clear();
+    if (comm->split.parts > 0)
+      LogInfo(absl::StrCat(CommName(*comm), ": ", DescribeSplit(comm->split)));
     comm->move.reset();
     comm->lane.reset();
     comm->home.reset();

@@ -3,7 +3,15 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "runtime/common/settings.h"
 
 namespace mixnet::nccl {
@@ -48,7 +56,43 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
     st = Bounded("MIXNET_NCCL_MAX_REQUESTS", s.nccl_max_requests, 32, 1 << 16, &c.max_requests);
   }
   if (!st.ok()) return st;
+  c.router = s.router;
+  if (c.router != "v1" && c.router != "v2") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_ROUTER=", c.router, ": expected v1 or v2"));
+  }
+  // Plugin rows not (yet) in runtime/common/settings.h's table.
+  if (const char* v = std::getenv("MIXNET_NCCL_SPLIT_MIN_BYTES"); v != nullptr && *v != '\0') {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n < 4096 || n > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MIXNET_NCCL_SPLIT_MIN_BYTES=", v, ": expected an integer in [4096, 2^30]"));
+    }
+    c.split_min_bytes = n;
+  }
+  if (const char* v = std::getenv("MIXNET_NCCL_STATIC_DEMAND"); v != nullptr) c.static_demand = v;
   return c;
+}
+
+absl::StatusOr<router::RoutingPlan> LoadStaticDemand(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("MIXNET_NCCL_STATIC_DEMAND=", path,
+                                                   ": cannot open it: ", std::strerror(errno)));
+  }
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  router::RoutingPlan plan;
+  try {
+    if (j.is_discarded()) throw std::runtime_error("not valid JSON");
+    plan.hosts = j.at("hosts").get<std::vector<std::string>>();
+    plan.bytes = j.at("bytes").get<std::vector<double>>();
+    plan.relay = j.value("relay", false);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_NCCL_STATIC_DEMAND=", path,
+                     ": expected {\"hosts\": [...], \"bytes\": [...]}: ", e.what()));
+  }
+  return plan;
 }
 
 }  // namespace mixnet::nccl

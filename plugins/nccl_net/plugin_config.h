@@ -4,10 +4,12 @@
 // bounds-checked here. Read once per init; any thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/router/route_table_v2.h"
 
 namespace mixnet::nccl {
 
@@ -23,6 +25,13 @@ struct PluginConfig {
   int max_recvs = 8;       // MIXNET_NCCL_MAX_RECVS: largest n of a grouped irecv (1..8)
   int speed_mbps = 0;      // MIXNET_NCCL_SPEED_MBPS: reported NIC speed (0: sysfs, else 100000)
   int max_requests = 256;  // MIXNET_NCCL_MAX_REQUESTS: outstanding requests per comm (>= 32)
+  // Multipath (multipath.h): MIXNET_ROUTER ("v1": one lane per comm), the
+  // smallest part split over a circuit and EPS (MIXNET_NCCL_SPLIT_MIN_BYTES),
+  // and without a controller a demand matrix for router v2's weights
+  // (MIXNET_NCCL_STATIC_DEMAND: a JSON file, see LoadStaticDemand).
+  std::string router = "v2";
+  int64_t split_min_bytes = 64 << 10;
+  std::string static_demand;
 };
 
 // Largest n of a grouped receive the plugin can be configured for.
@@ -30,5 +39,11 @@ inline constexpr int kMaxRecvsLimit = 8;
 
 // Reads the environment. A malformed plugin row is an InvalidArgument naming it.
 absl::StatusOr<PluginConfig> LoadPluginConfig();
+
+// The routing plan in a MIXNET_NCCL_STATIC_DEMAND file:
+//   {"hosts": ["h0", "h1"], "bytes": [0, 1e9, 1e9, 0], "relay": false}
+// (bytes row-major, from hosts[i] to hosts[j]; relay optional). Errors name
+// the file.
+absl::StatusOr<router::RoutingPlan> LoadStaticDemand(const std::string& path);
 
 }  // namespace mixnet::nccl

@@ -109,7 +109,27 @@ absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, vo
   r->order = comm->next_order++;
   r->lanes[0] = lane;
   Describe(*comm, *r, 0, const_cast<void*>(data), size, wire_tag);
-  ASSIGN_OR_RETURN(r->parts[0], lane->connection->Isend(data, size, wire_tag));
+  // A split lane cuts the part over it and home (multipath.h).
+  const double eps_share =
+      mover_ != nullptr && lane->path.split_min_bytes > 0 ? mover_->EpsShare(*comm) : 0.0;
+  absl::Status posted = PostSendPart(*comm, *r, 0, eps_share);
+  if (!posted.ok()) {
+    if (r->parts[0] != nullptr) {
+      // Out on the lane, but its header or second piece could not follow
+      // on home: the comm failed. Keep the request's buffers until it
+      // closes (NCCL never sees this request).
+      comm->failed_posts.push_back(std::move(r));
+      return posted;
+    }
+    if (mover_ != nullptr && lane != comm->home) {
+      // The guarded lane died since the check above: nothing left, so fail
+      // over and let NCCL retry (lane_recovery.h).
+      mover_->Failover(*comm, absl::StrCat("isend: lane ", lane->path.Describe(),
+                                           " failed: ", posted.ToString()));
+      return absl::OkStatus();
+    }
+    return posted;
+  }
   CountPosted(*comm, &wire_tag, 1, &lane);
   comm->sent_bytes += size;
   comm->live.insert(r.get());
@@ -159,15 +179,21 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   r->order = comm->next_order++;
   for (int i = 0; i < n; ++i) Describe(*comm, *r, i, data[i], sizes[i], wire_tags[i]);
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::unique_ptr<transport::Request>> part =
-        r->lanes[i]->connection->Irecv(data[i], sizes[i], wire_tags[i]);
+    absl::Status part = PostRecvPart(*comm, *r, i);
+    if (!part.ok() && i == 0 && r->parts[0] == nullptr && mover_ != nullptr &&
+        r->lanes[0] != comm->home) {
+      // The guarded lane died since the check above and nothing is posted:
+      // fail over and let NCCL retry (lane_recovery.h).
+      mover_->Failover(*comm, absl::StrCat("irecv: lane ", r->lanes[0]->path.Describe(),
+                                           " failed: ", part.ToString()));
+      return absl::OkStatus();
+    }
     if (!part.ok()) {
       // The parts already posted stay counted, so the two ends' numbering
       // still agrees; this request fails and so does the NCCL operation.
       CountPosted(*comm, wire_tags.data(), i, r->lanes.data());
-      return part.status();
+      return part;
     }
-    r->parts[i] = *std::move(part);
   }
   CountPosted(*comm, wire_tags.data(), n, r->lanes.data());
   comm->live.insert(r.get());
@@ -201,17 +227,20 @@ absl::Status Plugin::Test(void* request, int* done, int* sizes) {
     absl::MutexLock lock(&comm->mu);
     if (r->guarded && (mover_ == nullptr || !mover_->Complete(*comm, *r))) return absl::OkStatus();
     for (int i = 0; i < r->n; ++i) {
+      // The primary piece, plus a split part's second piece (multipath.h).
+      const size_t extra = SplitExtraBytes(*comm, *r, i);
       if (r->delivered[i]) {  // a send that arrived over a lane closed since
-        if (sizes != nullptr) sizes[i] = static_cast<int>(r->sizes[i]);
+        if (sizes != nullptr) sizes[i] = static_cast<int>(r->sizes[i] + extra);
         continue;
       }
       absl::Status s = r->parts[i]->status();
+      if (s.ok()) s = SplitStatus(*r, i);
       if (!s.ok() && status.ok()) {
         // The transport's "message larger than the receive" is a size mismatch.
         status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
         status = Annotate(status, LaneName(*r->lanes[i]));
       }
-      if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes());
+      if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes() + extra);
     }
     comm->live.erase(r);
     for (int i = 0; i < r->n; ++i) --r->lanes[i]->outstanding;

@@ -149,7 +149,7 @@ inline absl::Status SkewedUntil(const Net& net, const Mesh& m, Board* b, int me,
 // ones no longer are. `ocs_address(rank)` is that rank's host's OCS address.
 inline absl::Status EpochRank(int me, Board* b,
                               const std::function<std::string(int)>& ocs_address) {
-  ASSIGN_OR_RETURN(Net net, OpenNet());
+  ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/true));
   ASSIGN_OR_RETURN(Mesh m, BuildMesh(net, me, b));
   int seq = 0;
   RETURN_IF_ERROR(Exchange(net, m, me, std::vector<size_t>(kEpochWorld, 12345),
@@ -168,7 +168,13 @@ inline absl::Status EpochRank(int me, Board* b,
       20, absl::Seconds(40),
       absl::StrCat("moving from partner ", p1, "'s circuit to partner ", p2, "'s")));
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
-  return CloseMesh(net, m);
+  RETURN_IF_ERROR(CloseMesh(net, m));
+  for (const std::string& l : LoggedLines()) {
+    if (l.find("router v2") != std::string::npos || l.find(" part(s): ") != std::string::npos ||
+        l.find("split from") != std::string::npos)
+      fprintf(stderr, "rank %d: %s\n", me, l.c_str());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mixnet::nccl_test

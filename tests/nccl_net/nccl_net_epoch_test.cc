@@ -33,6 +33,7 @@
 #include "tests/nccl_net/epoch_traffic.h"
 #include "tests/nccl_net/mesh.h"
 #include "tests/nccl_net/plugin_harness.h"
+#include "tests/nccl_net/two_fabric_spec.h"
 #include "tests/ocs_driver/daemon_process.h"
 
 namespace mixnet::nccl_test {
@@ -43,20 +44,16 @@ using ::mixnet::testing::TempDir;
 
 constexpr int kWorld = kEpochWorld;
 
-std::string EpsAddress(int host) { return absl::StrCat("127.0.31.", host + 1); }
-std::string OcsAddress(int host) { return absl::StrCat("127.0.32.", host + 1); }
+std::string OcsAddress(int host) { return HostAddress("127.0.32.", host); }
 
 std::string SpecYaml() {
-  std::string y = "name: nccl_epochs\nocs_switches:\n  - {name: ocs0, ports: 8, switch_ms: 1}\n";
-  y += "hosts:\n";
-  for (int h = 0; h < kWorld; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n",
-                    "      - {name: eps0, role: eps, address: ", EpsAddress(h), "/32, gbps: 1}\n",
-                    "      - {name: ocs0, role: ocs, address: ", OcsAddress(h),
-                    "/32, gbps: 100, switch: ocs0, port: ", h + 1, "}\n");
-  }
-  y += "regions:\n  - {name: r0, hosts: [h0, h1, h2, h3]}\n";
-  return y;
+  return TwoFabricSpecYaml(TwoFabricSpec{.name = "nccl_epochs",
+                                         .hosts = kWorld,
+                                         .eps_prefix = "127.0.31.",
+                                         .ocs_prefix = "127.0.32.",
+                                         .eps_gbps = 1,
+                                         .ocs_gbps = 100,
+                                         .ports = 8});
 }
 
 TEST(NcclNetEpochTest, CommsFollowTheControllersCircuitsWithNothingLost) {
@@ -102,6 +99,7 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   m.target.remote_nic = "ocs0";
   m.target.direct = true;
   m.target.circuit = {"ocs0", 3, 7};
+  m.target.split_min_bytes = 65536;  // a split lane (multipath.h)
   m.epoch = 42;
   m.counts = {{0, 5}, {7, 1}, {0xffffffffu, 9}};
   const std::string wire = nccl::EncodeControl(m);
@@ -143,6 +141,19 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   ASSERT_TRUE(lr.ok()) << lr.status();
   EXPECT_EQ(lr->generation, 4u);
   EXPECT_EQ(lr->reason, lost.reason);
+  // RESENT ends a failover of a comm with split lanes (multipath.h).
+  nccl::ControlMessage resent;
+  resent.type = nccl::ControlType::kResent;
+  resent.generation = 2;
+  resent.counts = {{1, 41}};
+  resent.missing = {{1, {38, 40}}};
+  const std::string sw = nccl::EncodeControl(resent);
+  auto sr = nccl::DecodeControl(sw.data(), sw.size());
+  ASSERT_TRUE(sr.ok()) << sr.status();
+  EXPECT_EQ(sr->type, nccl::ControlType::kResent);
+  EXPECT_EQ(sr->generation, 2u);
+  EXPECT_EQ(sr->counts, resent.counts);
+  EXPECT_EQ(sr->missing, resent.missing);
   nccl::ControlMessage ack;
   ack.type = nccl::ControlType::kAck;
   ack.counts = {{7, 12}};

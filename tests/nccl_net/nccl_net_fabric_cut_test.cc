@@ -13,7 +13,10 @@
 // (MIXNET_PATH_STALL_MS = 500) errors the dead connections, the plugin fails the h0-h1 comms over
 // to EPS and re-sends what was not acknowledged: every message must arrive once, in order per tag,
 // every byte checked, with no NCCL error; the comms then go on (more checked exchanges among all
-// ranks). h2-h3 must not fail over. The fabric is removed whatever happens. Runs on the test thread
+// ranks). h2-h3 must not fail over. A fourth case runs the first with router
+// v2's multipath (a static partner demand: 2/3 of each message on EPS, 1/3
+// on the circuit): the same checks, plus h0.eps0 carrying at least what
+// h0.ocs0 did up to the cut. The fabric is removed whatever happens. Runs on the test thread
 // (and a cutter thread); the ranks are forked processes (plugin_harness.h).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +42,8 @@
 #include "tests/nccl_net/epoch_traffic.h"
 #include "tests/nccl_net/mesh.h"
 #include "tests/nccl_net/plugin_harness.h"
+#include "tests/nccl_net/stream.h"
+#include "tests/nccl_net/two_fabric_spec.h"
 #include "tests/ocs_driver/daemon_process.h"
 
 namespace mixnet::nccl_test {
@@ -58,87 +63,44 @@ struct Shape {
   // Cut while the comms are idle (after the uncut stream), then wait 2 s
   // before streaming: keepalives find the dead circuit, nothing is re-sent.
   bool idle_cut = false;
+  // Router v2 multipath: a static demand between the partners splits their
+  // comms over the circuit and EPS (MIXNET_NCCL_STATIC_DEMAND).
+  bool multipath = false;
 };
 
-std::string OcsAddress(int host) { return absl::StrCat("10.45.0.", host + 1); }
+// Partners exchange equal bytes: with EPS 1 and circuits 0.5 Gbit/s router
+// v2 puts 2/3 of each pair's bytes on EPS.
+constexpr char kPartnerDemand[] =
+    R"({"hosts": ["h0", "h1", "h2", "h3"], "bytes": [0, 1e9, 0, 0, 1e9, 0, 0, 0, 0, 0, 0, 1e9, 0, 0, 1e9, 0]})";
+
+std::string OcsAddress(int host) { return HostAddress("10.45.0.", host); }
 
 std::string SpecYaml() {
-  std::string y =
-      "name: nccl_cut\nocs_switches:\n  - {name: ocs0, ports: 4, switch_ms: 5}\nhosts:\n";
-  for (int h = 0; h < kWorld; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n",
-                    "      - {name: eps0, role: eps, address: 10.44.0.", h + 1, "/24, gbps: 1}\n",
-                    "      - {name: ocs0, role: ocs, address: ", OcsAddress(h),
-                    "/24, gbps: 0.5, switch: ocs0, port: ", h + 1, "}\n");
-  }
-  y += "regions:\n  - {name: r0, hosts: [h0, h1, h2, h3]}\n";
-  y += "circuits:\n  - {switch: ocs0, ports: [1, 2]}\n  - {switch: ocs0, ports: [3, 4]}\n";
-  return y;
+  return TwoFabricSpecYaml(TwoFabricSpec{.name = "nccl_cut",
+                                         .hosts = kWorld,
+                                         .eps_prefix = "10.44.0.",
+                                         .ocs_prefix = "10.45.0.",
+                                         .mask = "/24",
+                                         .eps_gbps = 1,
+                                         .ocs_gbps = 0.5,
+                                         .switch_ms = 5,
+                                         .circuits = {{1, 2}, {3, 4}}});
 }
 
 // Message k to the partner: tag 1 or 2 alternately, a size of its own.
 size_t MessageSize(const Shape& s, int k) { return s.size + 4099 * (k % 64) + (k % 2); }
 int MessageTag(int k) { return 1 + k % 2; }
 
-// Streams s.messages to `partner` and receives as many from it, at most a
-// window of each posted at once, receives on tag t posted in message order;
-// checks every byte and size (a message lost, duplicated or out of order per
-// tag lands in the wrong buffer and fails the check).
-absl::Status Stream(const Net& net, const Mesh& m, int me, int partner, const Shape& shape) {
-  const int kMessages = shape.messages;
-  std::vector<std::vector<uint8_t>> out(kMessages), in(kMessages);
-  for (int k = 0; k < kMessages; ++k) {
-    out[k].resize(MessageSize(shape, k));
-    Fill(out[k].data(), out[k].size(), Seed(me, partner, 1000 + k));
-    in[k].assign(MessageSize(shape, k) + 64, 0xEE);
+// What Stream (stream.h) sends for `shape`.
+StreamPlan PlanOf(const Shape& shape) {
+  StreamPlan p;
+  for (int k = 0; k < shape.messages; ++k) {
+    p.sizes.push_back(MessageSize(shape, k));
+    p.tags.push_back(MessageTag(k));
   }
-  std::vector<void*> sreq(kMessages, nullptr), rreq(kMessages, nullptr);
-  int next_send = 0, next_recv = 0, sends_done = 0, recvs_done = 0;
-  std::vector<char> sdone(kMessages, 0), rdone(kMessages, 0);
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (sends_done < kMessages || recvs_done < kMessages) {
-    while (next_recv < kMessages && next_recv - recvs_done < shape.recv_window) {
-      void* data = in[next_recv].data();
-      size_t size = in[next_recv].size();
-      int tag = MessageTag(next_recv);
-      NT_NCCL_OK(net.api->irecv(m.recv[partner], 1, &data, &size, &tag, nullptr, nullptr,
-                                &rreq[next_recv]));
-      if (rreq[next_recv] == nullptr) break;  // retry later (the plugin asks for it)
-      ++next_recv;
-    }
-    while (next_send < kMessages && next_send - sends_done < shape.send_window) {
-      NT_NCCL_OK(net.api->isend(m.send[partner], out[next_send].data(), out[next_send].size(),
-                                MessageTag(next_send), nullptr, nullptr, &sreq[next_send]));
-      if (sreq[next_send] == nullptr) break;
-      ++next_send;
-    }
-    for (int k = 0; k < kMessages; ++k) {
-      for (auto [req, flag, count, is_recv] :
-           {std::tuple{&sreq[k], &sdone[k], &sends_done, false},
-            std::tuple{&rreq[k], &rdone[k], &recvs_done, true}}) {
-        if (*req == nullptr) continue;
-        int done = 0, size = -1;
-        NT_NCCL_OK(net.api->test(*req, &done, &size));
-        if (!done) continue;
-        *req = nullptr;
-        *flag = 1;
-        ++*count;
-        if (!is_recv) continue;
-        const size_t want = MessageSize(shape, k);
-        NT_REQUIRE(size == static_cast<int>(want), "rank ", me, ": message ", k, " from rank ",
-                   partner, " reported ", size, " bytes, sent ", want);
-        NT_REQUIRE(Check(in[k].data(), want, Seed(partner, me, 1000 + k)), "rank ", me,
-                   ": message ", k, " (tag ", MessageTag(k), ") from rank ", partner,
-                   " is wrong: lost, duplicated or out of order");
-        for (size_t b = want; b < in[k].size(); ++b) {
-          NT_REQUIRE(in[k][b] == 0xEE, "rank ", me, ": message ", k, " wrote past its end");
-        }
-      }
-    }
-    NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": stream timed out (", sends_done,
-               " sends and ", recvs_done, " receives done)");
-  }
-  return absl::OkStatus();
+  p.send_window = shape.send_window;
+  p.recv_window = shape.recv_window;
+  return p;
 }
 
 // "re-sent <n> part(s)" from the plugin's failover log line, summed.
@@ -178,7 +140,7 @@ absl::Status CutRank(int me, Board* b, const std::string& phase_file, const Shap
   RETURN_IF_ERROR(Barrier(b));
   // Once uncut, timed (what the circuit carries with sends acknowledged).
   const absl::Time t0 = absl::Now();
-  RETURN_IF_ERROR(Stream(net, m, me, partner, shape));
+  RETURN_IF_ERROR(Stream(net, m, me, partner, PlanOf(shape)));
   const absl::Duration uncut = absl::Now() - t0;
   uint64_t bytes = 0;
   for (int k = 0; k < shape.messages; ++k) bytes += MessageSize(shape, k);
@@ -187,7 +149,7 @@ absl::Status CutRank(int me, Board* b, const std::string& phase_file, const Shap
   RETURN_IF_ERROR(Barrier(b));
   if (me == 0) std::ofstream(phase_file) << "streaming\n";  // the cutter waits for it
   if (shape.idle_cut) absl::SleepFor(absl::Seconds(2));
-  RETURN_IF_ERROR(Stream(net, m, me, partner, shape));
+  RETURN_IF_ERROR(Stream(net, m, me, partner, PlanOf(shape)));
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
   // The comms go on (every pair; h0-h1 now over EPS).
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(ExchangeAll(net, m, me, kWorld, 200000 + i, seq++));
@@ -211,7 +173,17 @@ absl::Status CutRank(int me, Board* b, const std::string& phase_file, const Shap
   } else {
     NT_REQUIRE(!FailedOver(), "rank ", me, ": failed over though its circuit stayed; log:\n", log);
   }
-  return CloseMesh(net, m);
+  RETURN_IF_ERROR(CloseMesh(net, m));
+  if (shape.multipath) {  // the send comm's split counters, logged at close
+    bool split = false;
+    for (const std::string& l : LoggedLines()) {
+      if (!absl::StrContains(l, "send comm to") || !absl::StrContains(l, " part(s): ")) continue;
+      fprintf(stderr, "rank %d: %s\n", me, l.c_str());
+      split = true;
+    }
+    NT_REQUIRE(split, "rank ", me, ": nothing split over the circuit and EPS");
+  }
+  return absl::OkStatus();
 }
 
 class NcclNetFabricCutTest : public ::testing::Test {
@@ -261,9 +233,22 @@ TEST_F(NcclNetFabricCutTest, IdleCutFailsOverWithNothingToResend) {
   CutMidStream(idle);
 }
 
+// Router v2 multipath: the partner comms split each message over the
+// circuit (1/3) and EPS (2/3); the cut circuit's pieces are re-sent over
+// EPS, every byte once and in order, and EPS carried its share up to the
+// cut (h0.eps0's bytes since the stream began at least those of h0.ocs0).
+TEST_F(NcclNetFabricCutTest, MultipathCutMidTransferLosesNothing) {
+  Shape mp;
+  mp.multipath = true;
+  CutMidStream(mp);
+}
+
 void NcclNetFabricCutTest::CutMidStream(const Shape& shape) {
   if (fabric_ == nullptr) return;  // skipped
   const std::string phase = dir_.path() + "/streaming";
+  const std::string demand = dir_.path() + "/demand.json";
+  if (shape.multipath) std::ofstream(demand) << kPartnerDemand;
+  uint64_t eps_at_cut = 0;
   std::atomic<bool> stop{false};
   absl::Status cut_status = absl::UnknownError("not cut");
   uint64_t cut_at_bytes = 0;
@@ -271,10 +256,13 @@ void NcclNetFabricCutTest::CutMidStream(const Shape& shape) {
     struct stat st;
     while (!stop.load() && stat(phase.c_str(), &st) != 0) absl::SleepFor(absl::Milliseconds(2));
     absl::StatusOr<emulation::LinkCounters> base = fabric_->ReadCounters("h0", "ocs0");
-    while (!stop.load() && base.ok()) {
+    absl::StatusOr<emulation::LinkCounters> eps_base = fabric_->ReadCounters("h0", "eps0");
+    while (!stop.load() && base.ok() && eps_base.ok()) {
       absl::StatusOr<emulation::LinkCounters> now = fabric_->ReadCounters("h0", "ocs0");
       if (now.ok() && (shape.idle_cut || now->tx_bytes - base->tx_bytes > kCutAfter)) {
         cut_at_bytes = now->tx_bytes - base->tx_bytes;
+        absl::StatusOr<emulation::LinkCounters> eps = fabric_->ReadCounters("h0", "eps0");
+        if (eps.ok()) eps_at_cut = eps->tx_bytes - eps_base->tx_bytes;
         cut_status = fabric_->ApplyCircuits({cluster::CircuitSpec{"ocs0", 3, 4}});
         return;
       }
@@ -292,13 +280,21 @@ void NcclNetFabricCutTest::CutMidStream(const Shape& shape) {
         setenv("MIXNET_PATH_STALL_MS", "500", 1);
         setenv("MIXNET_CONNECT_TIMEOUT_MS", "5000", 1);
         setenv("MIXNET_TRANSPORT", "tcp", 1);
+        if (shape.multipath) {
+          setenv("MIXNET_NCCL_STATIC_DEMAND", demand.c_str(), 1);
+          setenv("MIXNET_ROUTER", "v2", 1);
+        } else {
+          unsetenv("MIXNET_NCCL_STATIC_DEMAND");
+        }
         return absl::OkStatus();
       });
   stop = true;
   cutter.join();
   EXPECT_TRUE(cut_status.ok()) << cut_status;
-  std::cout << "cut h0-h1 after " << cut_at_bytes << " bytes of the stream crossed h0.ocs0\n";
+  std::cout << "cut h0-h1 after " << cut_at_bytes << " bytes of the stream crossed h0.ocs0 ("
+            << eps_at_cut << " crossed h0.eps0)\n";
   EXPECT_TRUE(ranks.ok()) << ranks;
+  if (shape.multipath) EXPECT_GE(eps_at_cut, cut_at_bytes) << "EPS did not carry its 2/3";
 }
 
 }  // namespace

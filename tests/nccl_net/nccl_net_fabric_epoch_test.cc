@@ -34,6 +34,7 @@
 #include "tests/nccl_net/enter_host.h"
 #include "tests/nccl_net/epoch_traffic.h"
 #include "tests/nccl_net/plugin_harness.h"
+#include "tests/nccl_net/two_fabric_spec.h"
 #include "tests/ocs_driver/daemon_process.h"
 
 namespace mixnet::nccl_test {
@@ -42,19 +43,17 @@ namespace {
 using ::mixnet::testing::DaemonProcess;
 using ::mixnet::testing::TempDir;
 
-std::string OcsAddress(int host) { return absl::StrCat("10.43.0.", host + 1); }
+std::string OcsAddress(int host) { return HostAddress("10.43.0.", host); }
 
 std::string SpecYaml() {
-  std::string y = "name: nccl_fabric_epochs\nocs_switches:\n";
-  y += "  - {name: ocs0, ports: 4, switch_ms: 5}\nhosts:\n";
-  for (int h = 0; h < kEpochWorld; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n",
-                    "      - {name: eps0, role: eps, address: 10.42.0.", h + 1, "/24, gbps: 1}\n",
-                    "      - {name: ocs0, role: ocs, address: ", OcsAddress(h),
-                    "/24, gbps: 4, switch: ocs0, port: ", h + 1, "}\n");
-  }
-  y += "regions:\n  - {name: r0, hosts: [h0, h1, h2, h3]}\n";
-  return y;
+  return TwoFabricSpecYaml(TwoFabricSpec{.name = "nccl_fabric_epochs",
+                                         .hosts = kEpochWorld,
+                                         .eps_prefix = "10.42.0.",
+                                         .ocs_prefix = "10.43.0.",
+                                         .mask = "/24",
+                                         .eps_gbps = 1,
+                                         .ocs_gbps = 4,
+                                         .switch_ms = 5});
 }
 
 // In the forked rank, before the plugin loads: enter the host's namespace

@@ -1,0 +1,198 @@
+// PathMover's routing state (see path_mover.h): the route table each
+// topology epoch gives, router v2's EPS shares per peer (multipath.h), the
+// path a send comm should run over, and the TopologyFollower calls. Threads:
+// the worker agent's event thread (Prepare/Commit/Abort/SetRouting), the
+// mover thread and NCCL's proxy threads (Desired, EpsShare, Vanishing).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugins/nccl_net/path_mover.h"
+#include "plugins/nccl_net/result.h"
+#include "runtime/common/status.h"
+#include "runtime/locality/traffic_matrix.h"
+
+namespace mixnet::nccl {
+namespace {
+
+cluster::CircuitSpec Normalized(cluster::CircuitSpec c) {
+  if (c.port_a > c.port_b) std::swap(c.port_a, c.port_b);
+  return c;
+}
+
+bool SameCircuit(const cluster::CircuitSpec& a, const cluster::CircuitSpec& b) {
+  cluster::CircuitSpec x = Normalized(a), y = Normalized(b);
+  return x.ocs_switch == y.ocs_switch && x.port_a == y.port_a && x.port_b == y.port_b;
+}
+
+}  // namespace
+
+absl::Status PathMover::InstallRouting(const router::Topology& topology, bool restricted) {
+  ASSIGN_OR_RETURN(router::RouteTable table,
+                   router::BuildRouteTable(options_.spec, topology, options_.host));
+  absl::MutexLock lock(&routing_mu_);
+  if (!restricted) {
+    installed_ = topology;
+    installed_epoch_.store(topology.epoch);
+  }
+  routing_ = topology;
+  routing_generation_.fetch_add(1);
+  table_ = std::make_shared<const router::RouteTable>(std::move(table));
+  return absl::OkStatus();
+}
+
+std::optional<LanePath> PathMover::Desired(const Comm& c) const {
+  if (c.peer_host.empty() || c.peer_host == options_.host) return std::nullopt;
+  const cluster::HostSpec* peer = options_.spec.FindHost(c.peer_host);
+  const cluster::HostSpec* self = options_.spec.FindHost(options_.host);
+  if (peer == nullptr || self == nullptr) return std::nullopt;
+  std::shared_ptr<const router::RouteTable> table;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    table = table_;
+  }
+  const std::vector<router::Path>& paths = table->PathsTo(c.peer_host);
+  if (paths.empty() || paths[0].kind == router::PathKind::kIntraHost) return std::nullopt;
+  const router::Path* p = &paths[c.key % paths.size()];
+  const double share = EpsShare(c);
+  if (p->kind == router::PathKind::kOcs && share >= 1) {
+    // Router v2 gives the circuits nothing: EPS carries the comm.
+    const std::vector<router::Path>& eps = table->EpsPathsTo(c.peer_host);
+    if (eps.empty()) return std::nullopt;
+    p = &eps[c.key % eps.size()];
+  }
+  LanePath out;
+  out.local_nic = p->local_nic;
+  out.remote_nic = p->remote_nic;
+  out.direct = p->kind == router::PathKind::kOcs;
+  if (out.direct) {
+    const cluster::NicSpec* a = self->FindNic(p->local_nic);
+    const cluster::NicSpec* b = peer->FindNic(p->remote_nic);
+    if (a == nullptr || b == nullptr) return std::nullopt;
+    out.circuit = Normalized(cluster::CircuitSpec{a->ocs_switch, a->ocs_port, b->ocs_port});
+    // Router v2 splits the pair's bytes over the circuit and EPS (home).
+    if (share > 0) out.split_min_bytes = options_.split_min_bytes;
+  }
+  return out;
+}
+
+double PathMover::EpsShare(const Comm& c) const {
+  absl::MutexLock lock(&routing_mu_);
+  auto it = eps_share_.find(c.peer_host);
+  return it == eps_share_.end() ? 0.0 : it->second;
+}
+
+absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
+  if (options_.router != "v2") return absl::OkStatus();  // router v1: one lane per comm
+  router::Topology topology;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    topology = installed_;
+  }
+  const std::string what =
+      absl::StrCat("NCCL plugin on host ", options_.host, ": routing for epoch ", topology.epoch);
+  absl::StatusOr<TrafficMatrix> demand = router::PlanDemand(options_.spec, plan);
+  if (!demand.ok()) return Annotate(demand.status(), what);
+  absl::StatusOr<router::RouteTable> table =
+      router::BuildRouteTableV2(options_.spec, topology, options_.host, *demand,
+                                router::RouterV2Options{.relay = plan.relay});
+  if (!table.ok()) return Annotate(table.status(), what);
+  absl::flat_hash_map<std::string, double> shares;
+  std::vector<std::string> split;
+  for (const cluster::HostSpec& h : options_.spec.hosts) {
+    if (h.name == options_.host) continue;
+    const double share = router::EpsShare(*table, h.name);
+    shares[h.name] = share;
+    if (share > 0 && share < 1) split.push_back(absl::StrCat(h.name, " ", share));
+  }
+  {
+    absl::MutexLock lock(&routing_mu_);
+    // A Commit since we read the topology: these weights are for the old one.
+    if (installed_.epoch != topology.epoch) {
+      return absl::AbortedError(
+          absl::StrCat(what, ": epoch ", installed_.epoch, " was installed meanwhile"));
+    }
+    eps_share_ = std::move(shares);
+    routing_generation_.fetch_add(1);
+  }
+  LogInfo(absl::StrCat(what, " (router v2): EPS shares of split peers: ",
+                       split.empty() ? std::string("none") : absl::StrJoin(split, ", ")));
+  return absl::OkStatus();
+}
+
+bool PathMover::Vanishing(const LanePath& p) const {
+  if (!p.direct) return false;
+  absl::MutexLock lock(&routing_mu_);
+  for (const cluster::CircuitSpec& c : routing_.circuits) {
+    if (SameCircuit(c, p.circuit)) return false;
+  }
+  return true;
+}
+
+std::string PathMover::DescribeBlocked() const {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&comms_mu_);
+  for (Comm* c : comms_) {
+    absl::MutexLock cl(&c->mu);
+    if (c->lane == nullptr || c->lane_failed) continue;  // a failed comm carries nothing
+    bool blocked = Vanishing(c->lane->path);
+    if (c->move != nullptr) {
+      blocked |= Vanishing(c->move->target) || (c->move->old && Vanishing(c->move->old->path));
+    }
+    if (blocked) out.push_back(CommName(*c));
+    if (out.size() >= 4) break;
+  }
+  return absl::StrJoin(out, "; ");
+}
+
+absl::Status PathMover::Prepare(const router::Topology& target, absl::Time deadline) {
+  router::Topology restricted;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    restricted.epoch = installed_.epoch;
+    for (const cluster::CircuitSpec& c : installed_.circuits) {
+      for (const cluster::CircuitSpec& t : target.circuits) {
+        if (SameCircuit(c, t)) {
+          restricted.circuits.push_back(c);
+          break;
+        }
+      }
+    }
+  }
+  RETURN_IF_ERROR(InstallRouting(restricted, true));
+  while (true) {
+    const std::string blocked = DescribeBlocked();
+    if (blocked.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("NCCL plugin on host ", options_.host,
+                                                      ": comms still on circuits leaving at epoch ",
+                                                      target.epoch, ": ", blocked));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::Status PathMover::Commit(const router::Topology& target, absl::Time deadline) {
+  {
+    // Router v1's paths until a routing for the new topology comes.
+    absl::MutexLock lock(&routing_mu_);
+    eps_share_.clear();
+  }
+  RETURN_IF_ERROR(InstallRouting(target, false));
+  if (options_.static_plan.has_value()) return SetRouting(*options_.static_plan);
+  return absl::OkStatus();
+}
+
+void PathMover::Abort(uint64_t epoch) {
+  router::Topology installed;
+  {
+    absl::MutexLock lock(&routing_mu_);
+    installed = installed_;
+  }
+  absl::Status s = InstallRouting(installed, false);
+  if (!s.ok()) LogWarn(absl::StrCat("abort of epoch ", epoch, ": ", s.ToString()));
+}
+
+uint64_t PathMover::installed_epoch() const { return installed_epoch_.load(); }
+
+}  // namespace mixnet::nccl
