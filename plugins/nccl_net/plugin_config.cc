@@ -61,16 +61,13 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
     return absl::InvalidArgumentError(
         absl::StrCat("MIXNET_ROUTER=", c.router, ": expected v1 or v2"));
   }
-  // Plugin rows not (yet) in runtime/common/settings.h's table.
-  if (const char* v = std::getenv("MIXNET_NCCL_SPLIT_MIN_BYTES"); v != nullptr && *v != '\0') {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(v, &n) || n < 4096 || n > (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MIXNET_NCCL_SPLIT_MIN_BYTES=", v, ": expected an integer in [4096, 2^30]"));
-    }
-    c.split_min_bytes = n;
+  if (s.nccl_split_min_bytes < 4096 || s.nccl_split_min_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_NCCL_SPLIT_MIN_BYTES=", s.nccl_split_min_bytes,
+                     ": expected an integer in [4096, 2^30]"));
   }
-  if (const char* v = std::getenv("MIXNET_NCCL_STATIC_DEMAND"); v != nullptr) c.static_demand = v;
+  c.split_min_bytes = s.nccl_split_min_bytes;
+  c.static_demand = s.nccl_static_demand;
   return c;
 }
 

@@ -67,6 +67,11 @@ namespace mixnet {
     "NCCL plugin: NIC speed reported to NCCL in Mbit/s; 0 reads sysfs (100000 if unknown)")      \
   X(int64_t, nccl_max_requests, "MIXNET_NCCL_MAX_REQUESTS", 256,                                 \
     "NCCL plugin: requests in flight per comm before isend/irecv ask NCCL to retry (>= 32)")     \
+  X(int64_t, nccl_split_min_bytes, "MIXNET_NCCL_SPLIT_MIN_BYTES", 64 << 10,                      \
+    "NCCL plugin, router v2 multipath: the smallest part split over a circuit and EPS "          \
+    "(4096..2^30); smaller parts stay whole on the circuit")                                     \
+  X(std::string, nccl_static_demand, "MIXNET_NCCL_STATIC_DEMAND", "",                            \
+    "NCCL plugin without a controller: JSON demand matrix giving router v2's multipath split")   \
   X(int64_t, nccl_report_ms, "MIXNET_NCCL_REPORT_MS", 1000,                                      \
     "NCCL plugin with a controller: period of its traffic reports (bytes per peer host); 0: "    \
     "none")                                                                                      \
