@@ -68,6 +68,10 @@ struct Lane {
   // Data parts posted on this lane and not yet tested done.
   int outstanding = 0;
   std::unique_ptr<transport::Request> control_recv;  // posted while the lane is in use
+  // The peer closed this lane in order while nothing was posted on it (its
+  // comm's teardown, lane_recovery.h): no control receive is posted again,
+  // and a later post on it fails the comm over.
+  bool peer_closed = false;
   std::deque<ControlSend> control_sends;
   // Home lane of a receiver that has had split lanes: the split header
   // being received into `split_buf` (multipath.h).

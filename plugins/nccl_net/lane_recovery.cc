@@ -236,6 +236,17 @@ void PathMover::GuardedLaneEnded(Comm& c, Lane& lane, const absl::Status& st) {
   const bool in_use = &lane == c.lane.get() || lane.outstanding > 0 ||
                       (c.move != nullptr && c.move->switched && c.move->old.get() == &lane);
   if (retiring || !in_use) return;
+  // The peer closing its comm (NCCL tears the two ends down at their own
+  // pace) closes an idle lane in order: nothing was lost, so no failover;
+  // a later post on the lane would fail over then (DeadGuarded).
+  if (transport::PeerClosedInOrder(st) && lane.outstanding == 0 && c.move == nullptr) {
+    if (!lane.peer_closed) {
+      LogInfo(absl::StrCat(Who(c), ": lane ", lane.path.Describe(),
+                           " closed by the peer while idle (its comm closed)"));
+    }
+    lane.peer_closed = true;
+    return;
+  }
   Failover(c, absl::StrCat("lane ", lane.path.Describe(), " ended: ", st.ToString()));
 }
 

@@ -136,7 +136,7 @@ void PathMover::PollControl(Comm& c, Lane& lane) {
   while (!lane.control_sends.empty() && lane.control_sends.front().request->Done()) {
     lane.control_sends.pop_front();
   }
-  if (lane.control_recv == nullptr) {
+  if (lane.control_recv == nullptr && !lane.peer_closed) {
     absl::StatusOr<std::unique_ptr<transport::Request>> r =
         lane.connection->Irecv(lane.control_buf.data(), lane.control_buf.size(), kControlTag);
     if (!r.ok()) {

@@ -41,7 +41,8 @@ void Describe(const Comm& comm, Request& r, int i, void* data, size_t size, uint
 // posting there (the post would fail, or wait for nothing).
 bool DeadGuarded(const Comm& comm, const std::shared_ptr<Lane>& lane)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
-  return lane != comm.home && (lane->connection == nullptr || !lane->connection->health().ok());
+  return lane != comm.home &&
+         (lane->connection == nullptr || lane->peer_closed || !lane->connection->health().ok());
 }
 
 std::string LaneName(const Lane& lane) {

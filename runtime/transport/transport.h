@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -91,6 +92,20 @@ struct ConnectOptions {
 inline constexpr char kPeerAlivePayload[] = "mixnet/peer-alive";
 inline bool PeerWasAlive(const absl::Status& s) {
   return s.GetPayload(kPeerAlivePayload).has_value();
+}
+
+// Payload key on an Unavailable status: the peer closed the connection in
+// order (its Close ran and said so), not a reset, a timeout or a bare EOF.
+// A caller whose connection was idle can take it as the peer's teardown.
+inline constexpr char kPeerClosedPayload[] = "mixnet/peer-closed";
+inline bool PeerClosedInOrder(const absl::Status& s) {
+  return s.GetPayload(kPeerClosedPayload).has_value();
+}
+// "<what>: peer closed the connection", Unavailable, with the payload above.
+inline absl::Status PeerClosedError(const std::string& what) {
+  absl::Status s = absl::UnavailableError(absl::StrCat(what, ": peer closed the connection"));
+  s.SetPayload(kPeerClosedPayload, absl::Cord("1"));
+  return s;
 }
 
 // Called (from the progress thread) when a connection of this device breaks.

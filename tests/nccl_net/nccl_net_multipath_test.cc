@@ -17,6 +17,9 @@
 //    (parts only one end had posted at the cut: RESENT, multipath.h).
 //  * MIXNET_ROUTER=v1 with the same demand: the comms run over the circuit
 //    alone, as before multipath (nothing split, no split lane).
+//  * A peer closing its comms first (NCCL tears the two ends down at their
+//    own pace), under v1 and v2: the other rank's idle comms see their
+//    circuit lanes closed in order and do not fail over.
 // Runs on the test thread; the ranks are forked processes (plugin_harness.h).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -261,6 +264,35 @@ absl::Status NcclNetMultipathTest::CutMidStream(StreamPlan plan) {
     NT_REQUIRE(!SplitLine().empty(), "rank ", me, ": nothing was split before the cut");
     return absl::OkStatus();
   });
+}
+
+// Rank 1 closes its comms while rank 0 holds its own idle for a second: the
+// circuit lanes close in order under rank 0 (the transport's close frame),
+// which is the peer's teardown, not a lost circuit. Before the plugin told
+// the two apart, rank 0's recv comm failed over here and logged a warning
+// (and the fabric cut test flaked when a rank was slower to its checks).
+TEST_F(NcclNetMultipathTest, APeerClosingFirstIsNoFailover) {
+  for (const std::string router : {"v1", "v2"}) {
+    SCOPED_TRACE(router);
+    absl::Status s = Run(router, [&](int me, Board* b) -> absl::Status {
+      ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/true));
+      ASSIGN_OR_RETURN(Mesh m, BuildMesh(net, me, b));
+      RETURN_IF_ERROR(WaitOnCircuit(net, m, me, b, /*split=*/router == "v2"));
+      RETURN_IF_ERROR(Stream(net, m, me, me ^ 1, MixedPlan()));
+      RETURN_IF_ERROR(Barrier(b));
+      if (me == 1) RETURN_IF_ERROR(CloseMesh(net, m));
+      RETURN_IF_ERROR(Barrier(b));
+      if (me == 1) return absl::OkStatus();
+      absl::SleepFor(absl::Seconds(1));  // the plugin's threads see the close meanwhile
+      const std::string log = absl::StrJoin(LoggedLines(), "\n");
+      NT_REQUIRE(CountLines("failed over") == 0, "rank 0 failed over when its peer closed; log:\n",
+                 log);
+      NT_REQUIRE(CountLines("closed by the peer while idle") > 0,
+                 "rank 0 never saw its peer close the circuit lane; log:\n", log);
+      return CloseMesh(net, m);
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  }
 }
 
 TEST_F(NcclNetMultipathTest, RouterV1KeepsOneLane) {

@@ -370,9 +370,7 @@ void TcpConnection::OnPeerShutdown(Socket* s) {
     }
   }
   for (auto& r : reqs) {
-    r->Complete(absl::UnavailableError(
-                    absl::StrCat("send to ", peer_name_, ": peer closed the connection")),
-                0);
+    r->Complete(PeerClosedError(absl::StrCat("send to ", peer_name_)), 0);
   }
 }
 

@@ -133,8 +133,7 @@ absl::StatusOr<std::unique_ptr<Request>> TcpConnection::Irecv(void* buf, size_t 
     return std::make_unique<StateRequest>(req);
   }
   if (peer_closed_) {
-    return absl::UnavailableError(
-        absl::StrCat("receive from ", peer_name_, ": peer closed the connection"));
+    return PeerClosedError(absl::StrCat("receive from ", peer_name_));
   }
   posted_[tag].push_back(PostedRecv{req, static_cast<char*>(buf), len});
   return std::make_unique<StateRequest>(req);
@@ -377,9 +376,7 @@ void TcpConnection::OnFrame(Socket* s, const FrameHeader& h) {
           s->closed_by_peer = true;
           for (auto& [tag, q] : posted_) {
             for (PostedRecv& r : q) {
-              r.req->Complete(absl::UnavailableError(absl::StrCat("receive from ", peer_name_,
-                                                                  ": peer closed the connection")),
-                              0);
+              r.req->Complete(PeerClosedError(absl::StrCat("receive from ", peer_name_)), 0);
             }
           }
           posted_.clear();

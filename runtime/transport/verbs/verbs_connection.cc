@@ -130,8 +130,7 @@ absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::Isend(const void* buf,
     absl::MutexLock lock(&mu_);
     if (!failed_.ok()) return failed_;
     if (peer_closed_) {
-      return absl::UnavailableError(
-          absl::StrCat("send to ", peer_name_, ": peer closed the connection"));
+      return PeerClosedError(absl::StrCat("send to ", peer_name_));
     }
     if (closing_) return absl::FailedPreconditionError("send on a closing verbs connection");
     op->id = next_send_id_++;
@@ -175,8 +174,7 @@ absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::Irecv(void* buf, size_
       if (it->second.empty()) unexpected_.erase(it);
       MatchHeldLocked(std::move(r), std::move(u));
     } else if (peer_closed_) {
-      return absl::UnavailableError(
-          absl::StrCat("receive from ", peer_name_, ": peer closed the connection"));
+      return PeerClosedError(absl::StrCat("receive from ", peer_name_));
     } else {
       posted_[tag].push_back(std::move(r));
     }
@@ -220,8 +218,7 @@ void VerbsConnection::PeerClosedLocked() {
   if (!UsableLocked()) return;
   peer_closed_ = true;
   QpToErrorLocked();
-  FailRequestsLocked(
-      absl::UnavailableError(absl::StrCat(peer_name_, ": peer closed the connection")));
+  FailRequestsLocked(PeerClosedError(peer_name_));
   // Messages that fully arrived stay receivable; others never will arrive.
   for (auto it = unexpected_.begin(); it != unexpected_.end();) {
     auto& q = it->second;
