@@ -25,7 +25,21 @@
 //     chunks) are done; the sender re-sends the listed pieces over EPS and
 //     completes only after the receipt (and its re-sends) are done. Receipts
 //     and re-sends travel on EPS, which is reliable, so one round suffices.
-// The call is over when every request it posted has completed.
+//  5. loss of a member: without relays, a failure on an EPS path fails the
+//     communicator at once (as in alltoall.cc). With relays planned
+//     (Communicator::relays_planned, the same on every rank) the other
+//     members' bytes may pass through the one that died, so each survivor
+//     goes on without it: nothing with the lost rank, or relayed through,
+//     from or to it, is waited for any more; relay pieces it was forwarding
+//     are asked for again from their origins over EPS (the destination's
+//     receipt, as for a cut relay hop), and a rank whose EPS connection to
+//     another has failed loses that one too even with nothing posted to it.
+//     Once its own pairs with the survivors are complete, a survivor fails
+//     the communicator naming the lost rank (a rank that died before one
+//     that aborted because of it). Every byte between survivors has then
+//     arrived exactly once; the lost rank's blocks have not.
+// The call is over when every request it posted has completed or is no
+// longer waited for.
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -88,7 +102,9 @@ DynamicCall::DynamicCall(Communicator& comm, const AlltoallvArgs& args, uint64_t
       mine_(n_),
       theirs_(n_),
       dyn_(n_),  // PairHeader is zero-initialised (padding included)
-      relay_budget_(comm.relay_buffer_bytes()) {}
+      relay_budget_(comm.relay_buffer_bytes()),
+      defer_loss_(comm.relays_planned()),
+      lost_(n_) {}
 
 void DynamicCall::Add(absl::StatusOr<std::unique_ptr<transport::Request>> r, int peer, OpKind kind,
                       int piece, size_t expect, size_t chunk, std::shared_ptr<DirectLink> link) {
@@ -175,7 +191,65 @@ absl::Status DynamicCall::Run(std::vector<DirectLinks> offers,
     std::memmove(recv_ + a_.recv_displs[me_], send_ + a_.send_displs[me_], a_.send_counts[me_]);
   }
   RETURN_IF_ERROR(Progress());
+  if (any_lost_) return comm_.Fail(LossToReport());
   return CheckCounts();
+}
+
+absl::Status DynamicCall::Lost(int peer, const absl::Status& status) {
+  const absl::StatusCode code = status.code();
+  const bool loss = code == absl::StatusCode::kUnavailable ||
+                    code == absl::StatusCode::kDeadlineExceeded ||
+                    code == absl::StatusCode::kAborted || code == absl::StatusCode::kCancelled;
+  if (!defer_loss_ || !loss || peer == me_) return comm_.Fail(status);
+  if (IsLost(peer)) return absl::OkStatus();
+  lost_[peer] = status;
+  any_lost_ = true;
+  log::Warn("rank {}: lost {} in this alltoallv; finishing it with the other members: {}", me_,
+            comm_.PeerName(peer), status.ToString());
+  // Nothing more lands through its direct links.
+  for (const auto& l : dyn_[peer].common) l->Kill(status);
+  for (size_t i = 0; i < relay_in_.size(); ++i) {
+    if (relay_in_[i].relay == peer) DropRelayIn(i);
+  }
+  for (Forward& f : forwards_) {
+    if (f.origin == peer || f.dest == peer) DropForward(f);
+  }
+  PumpRelays();
+  return absl::OkStatus();
+}
+
+bool DynamicCall::Abandoned(const Op& op) const {
+  if (IsLost(op.peer)) return true;
+  switch (op.kind) {
+    case OpKind::kRelaySend:  // to the relay, for a destination
+      return IsLost(relay_out_[op.piece].dest);
+    case OpKind::kForwardRecv:
+    case OpKind::kForwardSend:
+      return forwards_[op.piece].dropped;
+    case OpKind::kRelayRecv:  // from the relay, of an origin's piece
+      return IsLost(relay_in_[op.piece].origin);
+    default:
+      return false;
+  }
+}
+
+absl::Status DynamicCall::ScanForLoss() {
+  for (int peer = 0; peer < n_; ++peer) {
+    if (peer == me_ || IsLost(peer) || comm_.paths_to(peer).empty()) continue;
+    absl::Status h = Eps0(peer).health();
+    if (!h.ok()) RETURN_IF_ERROR(Lost(peer, h));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DynamicCall::LossToReport() const {
+  absl::Status first;
+  for (const absl::Status& s : lost_) {
+    if (s.ok()) continue;
+    if (!transport::PeerWasAlive(s)) return s;
+    if (first.ok()) first = s;
+  }
+  return first;
 }
 
 // Posts the data pieces of dynamic pair `peer` once its header is in.
@@ -251,7 +325,9 @@ absl::Status DynamicCall::OnHeader(int peer) {
 
 void DynamicCall::ReceiveDone(int peer) {
   DynPair& d = dyn_[peer];
-  if (d.mismatch || d.recv_left == 0 || --d.recv_left > 0 || !d.receipt_due) return;
+  if (IsLost(peer) || d.mismatch || d.recv_left == 0 || --d.recv_left > 0 || !d.receipt_due) {
+    return;
+  }
   d.receipt_out.magic = kReceiptMagic;
   d.receipt_out.n_missing = static_cast<uint32_t>(d.missing.size());
   std::copy(d.missing.begin(), d.missing.end(), d.receipt_out.missing);
@@ -333,7 +409,7 @@ absl::Status DynamicCall::Handle(size_t index) {
       if (invalid_.ok()) invalid_ = s;
       return absl::OkStatus();
     }
-    return comm_.Fail(s);
+    return Lost(peer, s);
   }
   switch (kind) {
     case OpKind::kStaticRecv:
@@ -395,6 +471,11 @@ absl::Status DynamicCall::Progress() {
     size_t pending = SIZE_MAX;
     for (size_t i = first_pending; i < ops_.size(); ++i) {
       if (ops_[i].done) continue;
+      if (any_lost_ && Abandoned(ops_[i])) {  // completes (or not) with the abort
+        ops_[i].done = true;
+        progressed = true;
+        continue;
+      }
       if (ops_[i].req && !ops_[i].req->Done()) {
         if (pending == SIZE_MAX) pending = i;
         continue;
@@ -406,7 +487,11 @@ absl::Status DynamicCall::Progress() {
     while (first_pending < ops_.size() && ops_[first_pending].done) ++first_pending;
     if (first_pending == ops_.size()) return absl::OkStatus();
     if (progressed) continue;
-    RETURN_IF_ERROR(comm_.CheckUsable());
+    if (!defer_loss_) {
+      RETURN_IF_ERROR(comm_.CheckUsable());
+    } else if (!comm_.health().ok()) {
+      RETURN_IF_ERROR(ScanForLoss());  // the failure's requests report it too
+    }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       std::set<int> waiting;

@@ -97,6 +97,7 @@ struct Forward {
   std::map<size_t, std::unique_ptr<char[]>> buffers;  // chunk -> its buffer
   std::vector<size_t> got;                            // bytes received per chunk
   std::vector<bool> received;
+  bool dropped = false;  // origin or destination lost
 };
 
 // This rank as the destination of relay piece `index` (in the origin's
@@ -137,6 +138,22 @@ class DynamicCall {
   absl::Status Progress();
   absl::Status CheckCounts();
 
+  // Loss of a member (alltoall_dynamic.cc): `status` ended an op with
+  // `peer`. With relays planned the call goes on without the peer (its ops,
+  // and relay traffic it is the origin, relay or destination of, are no
+  // longer waited for); otherwise, or for an error that is no loss, the
+  // communicator fails as before.
+  absl::Status Lost(int peer, const absl::Status& status);
+  bool IsLost(int peer) const { return !lost_[peer].ok(); }
+  // The call no longer waits for `op` (a lost member takes part in it).
+  bool Abandoned(const Op& op) const;
+  // Loses every peer whose EPS connection has failed (a member that died
+  // while this rank had nothing posted with it).
+  absl::Status ScanForLoss();
+  // The error the call reports for its lost members (a member that died
+  // before one that aborted because of it).
+  absl::Status LossToReport() const;
+
   // alltoall_relay.cc
   // Before the headers go: picks this rank's relay pieces from the routing
   // (BeginTransfer) and writes them into the headers to destinations and
@@ -148,6 +165,12 @@ class DynamicCall {
   // Posts whatever relay traffic the headers in so far allow.
   void PumpRelays();
   absl::Status HandleRelay(const Op& op, const absl::Status& s, size_t got);
+  // The relay of relay_in_[i] is lost: the chunks not yet in are asked for
+  // again from the origin over EPS, as for a relay hop cut.
+  void DropRelayIn(size_t i);
+  // A forward's origin or destination is lost: its buffers stop counting
+  // against the budget (they are freed with the call, after the abort).
+  void DropForward(Forward& f);
   // The link relay chunk `chunk` to or from `peer` uses: the pair's common
   // links in turn, else EPS path 0 (null). Both ends pick the same once
   // both headers are in.
@@ -175,8 +198,11 @@ class DynamicCall {
   size_t relay_budget_ = 0;
   std::multimap<size_t, std::unique_ptr<char[]>> free_buffers_;
   char drain_byte_ = 0;
-  absl::Status invalid_;      // first InvalidArgument (count mismatch, short message)
-  absl::Status count_error_;  // first count mismatch (reported before `invalid_`)
+  absl::Status invalid_;            // first InvalidArgument (count mismatch, short message)
+  absl::Status count_error_;        // first count mismatch (reported before `invalid_`)
+  const bool defer_loss_;           // relays planned: survivors finish the call
+  std::vector<absl::Status> lost_;  // per peer: why it was lost (OK: not lost)
+  bool any_lost_ = false;
   // Last: requests go before the buffers they point into.
   std::vector<Op> ops_;
 };

@@ -174,7 +174,10 @@ void DynamicCall::PumpRelays() {
   // Origin: a piece's chunks, once the relay's and the destination's headers are in.
   for (size_t i = 0; i < relay_out_.size(); ++i) {
     RelayOut& ro = relay_out_[i];
-    if (ro.posted || !dyn_[ro.relay].header_in || !dyn_[ro.dest].header_in) continue;
+    if (ro.posted || IsLost(ro.relay) || IsLost(ro.dest) || !dyn_[ro.relay].header_in ||
+        !dyn_[ro.dest].header_in) {
+      continue;
+    }
     ro.posted = true;
     const bool empty = dyn_[ro.dest].mismatch;
     const size_t chunks = RelayChunkCount(ro.len, ro.chunk);
@@ -189,6 +192,7 @@ void DynamicCall::PumpRelays() {
   // Relay: receive within the budget, forward in order once the destination's header is in.
   for (size_t i = 0; i < forwards_.size(); ++i) {
     Forward& f = forwards_[i];
+    if (f.dropped) continue;
     while (f.next_recv < f.chunks && f.in_flight < kMaxForwardDepth) {
       const size_t len = RelayChunkLen(f.len, f.chunk, f.next_recv);
       if (f.in_flight > 0 && relay_held_ + len > relay_budget_) break;
@@ -214,7 +218,12 @@ void DynamicCall::PumpRelays() {
   // Destination: every chunk straight into the receive buffer, once the relay's header is in.
   for (size_t i = 0; i < relay_in_.size(); ++i) {
     RelayIn& ri = relay_in_[i];
-    if (ri.posted || !dyn_[ri.relay].header_in) continue;
+    if (ri.posted || IsLost(ri.origin)) continue;
+    if (IsLost(ri.relay)) {
+      DropRelayIn(i);
+      continue;
+    }
+    if (!dyn_[ri.relay].header_in) continue;
     ri.posted = true;
     const size_t chunks = RelayChunkCount(ri.len, ri.chunk);
     for (size_t k = 0; k < chunks; ++k) {
@@ -227,12 +236,43 @@ void DynamicCall::PumpRelays() {
   }
 }
 
+void DynamicCall::DropRelayIn(size_t i) {
+  RelayIn& ri = relay_in_[i];
+  ri.posted = true;  // nothing more is posted for it
+  if (ri.left == 0 || IsLost(ri.origin)) return;
+  const size_t left = ri.left;
+  ri.left = 0;
+  if (!ri.drain) ri.missing = true;
+  if (ri.missing) {
+    log::Info("rank {}: relay piece {} from {} through {}, which was lost: asking for it over EPS",
+              me_, ri.index, comm_.PeerName(ri.origin), comm_.PeerName(ri.relay));
+    dyn_[ri.origin].missing.push_back(static_cast<uint32_t>(kMaxPieces + ri.index));
+    Add(Eps0(ri.origin).Irecv(recv_ + ri.offset, ri.len, tag_ + kTagRelayResend + ri.index),
+        ri.origin, OpKind::kRelayResendRecv, static_cast<int>(i), ri.len);
+  }
+  for (size_t k = 0; k < left; ++k) ReceiveDone(ri.origin);
+}
+
+void DynamicCall::DropForward(Forward& f) {
+  if (f.dropped) return;
+  f.dropped = true;
+  for (const auto& [k, buf] : f.buffers) relay_held_ -= RelayChunkLen(f.len, f.chunk, k);
+  f.in_flight = 0;
+}
+
 absl::Status DynamicCall::HandleRelay(const Op& op, const absl::Status& status, size_t got) {
   absl::Status s = status;
+  // An EPS path failing is the loss of a member (Lost: the call goes on
+  // without it, or fails).
+  if (!s.ok() && !op.link &&
+      !(op.kind == OpKind::kRelayRecv && relay_in_[op.piece].drain &&
+        s.code() == absl::StatusCode::kInvalidArgument)) {
+    return Lost(op.peer, s);
+  }
   // A failure on a direct link kills it (nothing more lands through it) and
   // is recovered over EPS; one on an EPS path is a lost member.
   auto lost = [&](const char* what) -> absl::Status {
-    if (!op.link) return comm_.Fail(s);
+    if (!op.link) return Lost(op.peer, s);
     // Once per link: the chunks after the first fail on the killed link.
     if (op.link->usable())
       log::Info("rank {}: relay {} chunk {} with {} lost on {}: {}", me_, what, op.chunk,
@@ -285,9 +325,8 @@ absl::Status DynamicCall::HandleRelay(const Op& op, const absl::Status& status, 
       return absl::OkStatus();
     }
     case OpKind::kRelayResendSend:
-      return s.ok() ? absl::OkStatus() : comm_.Fail(s);
+      return absl::OkStatus();  // (a failure: Lost, above)
     case OpKind::kRelayResendRecv:
-      if (!s.ok()) return comm_.Fail(s);
       if (got != op.expect) {
         return comm_.Fail(absl::DataLossError(absl::StrCat("alltoallv: re-sent relay piece from ",
                                                            comm_.PeerName(op.peer), ": ", got,

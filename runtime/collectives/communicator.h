@@ -158,6 +158,12 @@ class Communicator : public router::TopologyFollower {
   double eps_share(int peer) const;
   // The whole routing SetRouting gave `peer`.
   PeerRouting routing(int peer) const;
+  // The last plan SetRouting took allowed relays (the controller's --relay,
+  // the same for every rank). Then an alltoallv that loses a member goes on
+  // with the others until their bytes are delivered (a relay's pieces come
+  // again from their origins over EPS), and only then fails naming the lost
+  // member (alltoall_dynamic.cc, "loss of a member").
+  bool relays_planned() const { return relays_planned_.load(); }
   size_t relay_chunk_bytes() const { return relay_chunk_bytes_; }
   size_t relay_buffer_bytes() const { return relay_buffer_bytes_; }
   const std::string& router() const { return router_; }
@@ -215,7 +221,10 @@ class Communicator : public router::TopologyFollower {
   void CountDirectBytes(uint64_t n) { direct_bytes_sent_.fetch_add(n); }
   void CountResent() { pieces_resent_.fetch_add(1); }
   void CountRelaySent(uint64_t n) { relay_bytes_sent_.fetch_add(n); }
-  void CountRelayForwarded(uint64_t n) { relay_bytes_forwarded_.fetch_add(n); }
+  void CountRelayForwarded(uint64_t n);
+  // Test hook: this process SIGKILLs itself once it has forwarded at least
+  // `bytes` as a relay (0: never), to kill a relay at a known point.
+  void TestOnlyDieAfterForwarding(uint64_t bytes) { die_after_forwarding_.store(bytes); }
   std::string PeerName(int peer) const;
 
   // Tag base for the next collective call; every rank calls collectives in the
@@ -318,6 +327,8 @@ class Communicator : public router::TopologyFollower {
   std::atomic<uint64_t> pieces_resent_{0};
   std::atomic<uint64_t> relay_bytes_sent_{0};
   std::atomic<uint64_t> relay_bytes_forwarded_{0};
+  std::atomic<uint64_t> die_after_forwarding_{0};
+  std::atomic<bool> relays_planned_{false};
 };
 
 // "<peer host>|<local nic>><remote nic>": the circuit a direct path uses.

@@ -7,6 +7,7 @@
 // OnDirectFailure on transport progress threads. topo_mu_ guards the shared
 // state; connections are made and destroyed outside it.
 #include <algorithm>
+#include <csignal>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -313,7 +314,17 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
         absl::StrCat(what, ": epoch ", installed_topology_.epoch, " was installed meanwhile"));
   }
   routing_ = std::move(routing);
+  relays_planned_.store(plan.relay);
   return absl::OkStatus();
+}
+
+void Communicator::CountRelayForwarded(uint64_t n) {
+  const uint64_t total = relay_bytes_forwarded_.fetch_add(n) + n;
+  const uint64_t die = die_after_forwarding_.load();
+  if (die > 0 && total >= die) {
+    log::Warn("rank {}: killing this process after forwarding {} bytes (test hook)", rank_, total);
+    raise(SIGKILL);
+  }
 }
 
 double Communicator::eps_share(int peer) const {

@@ -7,7 +7,9 @@
 // every host can relay for every other at once with the smallest buffers
 // (no deadlock); that a relay hop cut mid-transfer loses nothing (the origin
 // re-sends the piece over EPS); that a relay rank SIGKILLed mid-transfer is
-// reported by every other rank without a hang; and the relay cutting
+// reported by every other rank without a hang, and that when it dies at a
+// known point (its own test hook) the others' blocks still arrive whole,
+// the unforwarded pieces re-sent over EPS, before they report it; and the relay cutting
 // (CutRelays, RelayChunkCount/Len).
 #include <iostream>
 #include <thread>
@@ -230,6 +232,80 @@ TEST(Relay, AKilledRelayIsReportedByTheOthers) {
     EXPECT_EQ(st[r].code(), absl::StatusCode::kUnavailable) << "rank " << r << ": " << st[r];
     EXPECT_NE(st[r].message().find("rank 1"), std::string::npos) << "rank " << r << ": " << st[r];
   }
+}
+
+// One alltoallv with counts `count` (contents as CheckedAlltoallv's); the
+// call's status, and whether the blocks from the ranks in `intact` arrived
+// whole (checked even when the call fails).
+absl::Status AlltoallvKeeping(Communicator& comm, uint64_t iter,
+                              const std::function<size_t(int, int)>& count,
+                              const std::vector<int>& intact) {
+  const int n = comm.size(), me = comm.rank();
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  size_t st = 0, rt = 0;
+  for (int j = 0; j < n; ++j) {
+    sc[j] = count(me, j);
+    sd[j] = st;
+    st += sc[j];
+    rc[j] = count(j, me);
+    rd[j] = rt;
+    rt += rc[j];
+  }
+  std::vector<uint8_t> send(st), recv(rt, 0xEE);
+  for (int j = 0; j < n; ++j) {
+    for (size_t k = 0; k < sc[j]; ++k) send[sd[j] + k] = testing::Byte(me, j, iter, k);
+  }
+  AlltoallvArgs a{send.data(), st, sc, sd, recv.data(), rt, rc, rd};
+  absl::Status s = Alltoallv(comm, a);
+  for (int j : intact) {
+    for (size_t k = 0; k < rc[j]; ++k) {
+      if (recv[rd[j] + k] != testing::Byte(j, me, iter, k)) {
+        return absl::DataLossError(absl::StrCat("rank ", me, ": byte ", k, " of ", rc[j],
+                                                " from rank ", j,
+                                                " is wrong; the call: ", s.ToString()));
+      }
+    }
+  }
+  return s;
+}
+
+// The relay dies at a known point (it SIGKILLs itself after forwarding
+// 1 MiB of the 2 x 4 MiB it relays between h0 and h2): each survivor's call
+// fails naming rank 1, but only after the other survivor's block arrived
+// whole: the pieces the relay had not forwarded came again over EPS, asked
+// for by their destination (at least one re-sent; every byte checked).
+TEST(Relay, AKilledRelayLosesNothingBetweenTheOthers) {
+  const std::string spec = testing::LoOcsSpec("lo-relay-die", 3, kLine);
+  auto st = RunRanks(
+      3, RankMode::kProcesses,
+      [&](int rank, int n, rendezvous::Store& store) -> absl::Status {
+        ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(rank, n, store, spec, "v2",
+                                                           [](CommunicatorOptions& o) {
+                                                             o.timeout = absl::Seconds(10);
+                                                             o.relay_chunk_bytes = 64 << 10;
+                                                           }));
+        RETURN_IF_ERROR(comm->SetRouting(LinePlan(6.0 * kMiB)));
+        if (rank == 1) comm->TestOnlyDieAfterForwarding(kMiB);
+        const std::vector<int> intact = rank == 1 ? std::vector<int>{} : std::vector<int>{2 - rank};
+        absl::Status s = AlltoallvKeeping(
+            *comm, 0, [](int a, int b) { return a + b == 2 ? 6 * kMiB : kMiB; }, intact);
+        if (s.ok()) return absl::InternalError("the call succeeded though the relay died");
+        if (s.code() == absl::StatusCode::kDataLoss) return s;
+        // The counter travels back in the message (the ranks are processes).
+        return absl::Status(s.code(),
+                            absl::StrCat(s.message(), " [resent ", comm->pieces_resent(), "]"));
+      },
+      absl::Seconds(60));
+  uint64_t resent = 0;
+  for (int r : {0, 2}) {
+    EXPECT_EQ(st[r].code(), absl::StatusCode::kUnavailable) << "rank " << r << ": " << st[r];
+    EXPECT_NE(st[r].message().find("rank 1"), std::string::npos) << "rank " << r << ": " << st[r];
+    const size_t at = st[r].message().rfind("[resent ");
+    ASSERT_NE(at, std::string::npos) << "rank " << r << ": " << st[r];
+    resent += std::stoull(std::string(st[r].message().substr(at + 8)));
+    std::cout << "rank " << r << ": " << st[r] << "\n";
+  }
+  EXPECT_GE(resent, 1u) << "no relay piece was re-sent over EPS";
 }
 
 // CutRelays and the chunking, hand-worked.
