@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "apps/demo/orchestrator.h"
 #include "apps/demo/worker.h"
+#include "runtime/rendezvous/launcher_env.h"
 
 #ifndef MIXNET_DEMO_OCSD_PATH
 #define MIXNET_DEMO_OCSD_PATH ""
@@ -28,11 +29,23 @@ int main(int argc, char** argv) {
     std::string config;
     int rank = -1;
     app.add_option("--config", config, "run config JSON written by the orchestrator")->required();
-    app.add_option("--rank", rank, "this worker's rank (= host index)")->required();
+    app.add_option("--rank", rank,
+                   "this worker's rank (= host index); default: the launcher's (mpirun, srun, "
+                   "torchrun: runtime/rendezvous/launcher_env.h)");
     try {
       app.parse(argc - 1, argv + 1);
     } catch (const CLI::ParseError& e) {
       return app.exit(e) == 0 ? 0 : 2;
+    }
+    if (rank < 0) {
+      absl::StatusOr<mixnet::rendezvous::LaunchInfo> li =
+          mixnet::rendezvous::LaunchFromEnvironment();
+      if (!li.ok()) {
+        std::cerr << "mixnet-demo worker: no --rank: " << li.status().message() << "\n";
+        return 2;
+      }
+      rank = li->rank;
+      return RunWorker(config, rank, li->world);
     }
     return RunWorker(config, rank);
   }

@@ -297,10 +297,15 @@ class Worker {
 
 }  // namespace
 
-int RunWorker(const std::string& config_path, int rank) {
+int RunWorker(const std::string& config_path, int rank, int launcher_world) {
   absl::StatusOr<RunConfig> c = RunConfig::Load(config_path);
   if (!c.ok()) {
     std::cerr << "mixnet-demo worker: " << c.status() << "\n";
+    return 2;
+  }
+  if (launcher_world > 0 && launcher_world != c->workload.hosts) {
+    std::cerr << "mixnet-demo worker: the launcher started " << launcher_world
+              << " ranks, but the run config has " << c->workload.hosts << " hosts\n";
     return 2;
   }
   log::SetProcessTag(absl::StrCat(c->fabric, " rank ", rank));

@@ -2,7 +2,10 @@
 // runtime. Three ways to run it:
 //   --ranks N            spawn N local rank processes (loopback or MIXNET_SOCKET_IFNAME)
 //   --rank R --world N --store URL [--spec F --host H]
-//                        be one rank of a multi-host job
+//                        be one rank of a multi-host job; without these flags
+//                        (and without --ranks/--fabric) a launcher's
+//                        environment gives them: mpirun -np 4, srun, torchrun
+//                        (runtime/rendezvous/launcher_env.h)
 //   --fabric SPEC        bring up the emulated cluster of SPEC (root) and run one
 //                        rank in each host's network namespace
 // With --peers, the same sizes are run with Gloo and Open MPI over TCP in the
@@ -33,6 +36,7 @@
 #include "runtime/common/log.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
+#include "runtime/rendezvous/launcher_env.h"
 #include "runtime/rendezvous/store.h"
 
 namespace mixnet::bench {
@@ -247,9 +251,27 @@ int main(int argc, char** argv) {
     std::cerr << "mixnet_alltoall_perf: " << *err << "\n";
     return 2;
   }
+  if (o.common.ranks <= 0 && o.fabric.empty() && (o.rank < 0 || o.world <= 0 || o.store.empty())) {
+    // One rank of a job a launcher started (mpirun, srun, torchrun): what
+    // the flags do not say comes from its environment (launcher_env.h).
+    absl::StatusOr<mixnet::rendezvous::LaunchInfo> li = mixnet::rendezvous::LaunchFromEnvironment();
+    if (li.ok()) {
+      if (o.rank < 0) o.rank = li->rank;
+      if (o.world <= 0) o.world = li->world;
+      if (o.store.empty()) o.store = li->store;
+      if (o.rank == 0) {
+        std::cerr << "mixnet_alltoall_perf: " << li->launcher << " job of " << o.world
+                  << " ranks, store " << o.store << "\n";
+      }
+    } else if (!absl::IsNotFound(li.status())) {
+      std::cerr << "mixnet_alltoall_perf: " << li.status().message() << "\n";
+      return 2;
+    }
+  }
   if (o.rank >= 0) {
     if (o.world <= 0 || o.store.empty()) {
-      std::cerr << "mixnet_alltoall_perf: --rank needs --world and --store\n";
+      std::cerr << "mixnet_alltoall_perf: --rank needs --world and --store (or a launcher's "
+                   "environment: mpirun, srun, torchrun)\n";
       return 2;
     }
     absl::Status s = RunRank(o);
@@ -260,7 +282,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (o.common.ranks <= 0 && o.fabric.empty()) {
-    std::cerr << "mixnet_alltoall_perf: give --ranks N, --fabric SPEC, or --rank/--world/--store\n";
+    std::cerr << "mixnet_alltoall_perf: give --ranks N, --fabric SPEC, or --rank/--world/--store, "
+                 "or start it with a launcher (mpirun, srun, torchrun)\n";
     return 2;
   }
   return Launch(o);

@@ -29,7 +29,6 @@ torch is imported lazily: ``import mixnet`` works without it (inspection,
 """
 
 import atexit
-import os
 import warnings
 
 from . import _C
@@ -41,7 +40,7 @@ DeadlineExceededError = _C.DeadlineExceededError
 UnavailableError = _C.UnavailableError
 
 __all__ = [
-    "init", "finalize", "is_initialized", "rank", "world_size", "host", "host_of",
+    "init", "finalize", "is_initialized", "rank", "world_size", "local_rank", "host", "host_of",
     "alltoallv", "barrier", "report_gate", "report_counts", "gate_hook", "step", "iteration",
     "epoch", "topology", "stats", "controller_status", "Error", "InvalidArgumentError",
     "DeadlineExceededError", "UnavailableError",
@@ -51,6 +50,7 @@ _session = None
 _iteration = 0
 _moe_defaults = {}
 _warned_no_controller = False
+_local_rank = None
 
 
 def _require():
@@ -59,26 +59,24 @@ def _require():
     return _session
 
 
-def _env_int(name):
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
-
-
 def init(rank=None, world_size=None, store=None, spec=None, host=None, controller=None, *,
          job="mixnet-python", timeout_ms=0, connect_timeout_ms=0, num_experts=None,
          hidden=None, element_bytes=None, expert_ranks=None):
     """Joins the job: rendezvous, connections to every rank, and (when a
     controller is configured) registration with mixnet-controller.
 
-    rank, world_size: default to the RANK and WORLD_SIZE environment variables
-        (what torchrun sets).
+    rank, world_size: default to what the launcher set: torchrun (RANK,
+        WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT), Slurm's srun
+        (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or Open MPI's mpirun
+        (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK); a launcher's variables
+        only partly set raise InvalidArgumentError naming the missing ones.
     store: "file:DIR" (a directory every rank sees; use a fresh one per run) or
-        "tcp://HOST:PORT" (rank 0 serves it on HOST:PORT).
+        "tcp://HOST:PORT" (rank 0 serves it on HOST:PORT). Default: MIXNET_STORE,
+        else a TCP store on the launcher's master host (MASTER_ADDR; Slurm: the
+        step's first node; mpirun on one host: 127.0.0.1) at MIXNET_STORE_PORT,
+        else MASTER_PORT + 1, else 29501.
+    Explicit arguments win over the environment; local_rank() is the
+    launcher's local rank (None without a launcher).
     spec: cluster spec YAML path (default MIXNET_CLUSTER_SPEC; without one, every
         rank is on one host and talks over loopback / MIXNET_SOCKET_IFNAME).
     host: this rank's host in the spec (default MIXNET_HOST).
@@ -94,14 +92,21 @@ def init(rank=None, world_size=None, store=None, spec=None, host=None, controlle
     global _session, _iteration, _moe_defaults, _warned_no_controller
     if _session is not None:
         raise RuntimeError("mixnet is already initialised in this process (call finalize first)")
-    if rank is None:
-        rank = _env_int("RANK")
-    if world_size is None:
-        world_size = _env_int("WORLD_SIZE")
+    global _local_rank
+    _local_rank = None
+    if rank is None or world_size is None or store is None:
+        launch = _C.launch_from_environment()
+        if launch is not None:
+            _, env_rank, env_world, _local_rank, env_store = launch
+            rank = env_rank if rank is None else rank
+            world_size = env_world if world_size is None else world_size
+            store = env_store if store is None else store
     if rank is None or world_size is None:
-        raise ValueError("mixnet.init: give rank and world_size (or set RANK and WORLD_SIZE)")
+        raise ValueError("mixnet.init: give rank and world_size (or start under a launcher: "
+                         "torchrun, srun, mpirun)")
     if not isinstance(store, str) or not store:
-        raise ValueError("mixnet.init: store must be 'file:DIR' or 'tcp://HOST:PORT'")
+        raise ValueError("mixnet.init: store must be 'file:DIR' or 'tcp://HOST:PORT' (or start "
+                         "under a launcher, or set MIXNET_STORE)")
     _session = _C.Session(int(rank), int(world_size), store, spec or "", host or "",
                           controller or "", job, int(timeout_ms), int(connect_timeout_ms))
     _iteration = 0
@@ -133,6 +138,13 @@ def rank():
 
 def world_size():
     return _require().world_size
+
+
+def local_rank():
+    """The launcher's local rank of this process (None when init did not
+    find a launcher's environment)."""
+    _require()
+    return _local_rank
 
 
 def host():

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "python/src/session.h"
+#include "runtime/rendezvous/launcher_env.h"
 
 namespace py = pybind11;
 
@@ -322,4 +323,12 @@ PYBIND11_MODULE(_C, m) {
       .def("stats", &PySession::Stats);
   m.def("controller_status", &mixnet::python::ControllerStatus, py::arg("target"),
         py::arg("timeout_ms") = 5000);
+  // What a launcher's environment says (runtime/rendezvous/launcher_env.h):
+  // (launcher, rank, world_size, local_rank, store), or None without one.
+  m.def("launch_from_environment", []() -> py::object {
+    absl::StatusOr<mixnet::rendezvous::LaunchInfo> li = mixnet::rendezvous::LaunchFromEnvironment();
+    if (absl::IsNotFound(li.status())) return py::none();
+    mixnet::python::ThrowIfError(li.status());
+    return py::make_tuple(li->launcher, li->rank, li->world, li->local_rank, li->store);
+  });
 }

@@ -61,6 +61,11 @@ namespace mixnet {
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                   \
   X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")       \
   X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")        \
+  X(std::string, store, "MIXNET_STORE", "",                                                      \
+    "rendezvous store of a job a launcher started (file:DIR or tcp://HOST:PORT); empty: a TCP "  \
+    "store on the launcher's master host (launcher_env.h)")                                      \
+  X(int64_t, store_port, "MIXNET_STORE_PORT", 0,                                                 \
+    "port of that TCP store; 0: MASTER_PORT + 1, else 29501")                                    \
   X(int64_t, nccl_max_recvs, "MIXNET_NCCL_MAX_RECVS", 8,                                         \
     "NCCL plugin: largest n of a grouped irecv reported to NCCL (1..8)")                         \
   X(int64_t, nccl_speed_mbps, "MIXNET_NCCL_SPEED_MBPS", 0,                                       \

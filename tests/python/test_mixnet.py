@@ -8,7 +8,13 @@ processes of this file on loopback:
      checked; the GIL released while waiting; report_gate / report_counts
      without a controller; then a split mismatch that must raise
      InvalidArgumentError.
-  2. controller (when --controller and --ocsd are given): a 4-host cluster
+  2. torchrun-style start: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+     MASTER_PORT in each worker's environment and mixnet.init() with no
+     arguments (the store on MASTER_PORT + 1); rank, world size and local
+     rank checked, then an alltoallv (every element checked). The parent
+     checks first that a partial set raises InvalidArgumentError naming
+     what is missing.
+  3. controller (when --controller and --ocsd are given): a 4-host cluster
      spec on 127.x addresses, mixnet-ocsd --backend sim and a real
      mixnet-controller; workers report skewed gate outputs with report_gate and
      dispatch/combine with alltoallv until every rank has installed a new
@@ -279,6 +285,25 @@ def gate_ids(torch, gen, layer, me, tokens):
     return ids
 
 
+def worker_torchrun(args):
+    import torch
+    import mixnet
+    mixnet.init()  # everything from the launcher's environment
+    me, n = mixnet.rank(), mixnet.world_size()
+    want = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+    if (me, n, mixnet.local_rank()) != want:
+        fail(f"init() gave rank {me}, world {n}, local rank {mixnet.local_rank()}; env {want}")
+    # Rank i sends i + j + 1 elements of value 100 i + j to rank j.
+    x = torch.cat([torch.full((me + j + 1,), float(100 * me + j)) for j in range(n)])
+    y = mixnet.alltoallv(x, [j + me + 1 for j in range(n)], [me + j + 1 for j in range(n)])
+    want_y = torch.cat([torch.full((j + me + 1,), float(100 * j + me)) for j in range(n)])
+    if not torch.equal(y, want_y):
+        fail(f"rank {me}: alltoallv after init() from the environment: {y} != {want_y}")
+    mixnet.barrier()
+    print(f"rank {me}: torchrun-style init ok (local rank {mixnet.local_rank()})", flush=True)
+    mixnet.finalize()
+
+
 def worker_controller(args):
     import torch
     import mixnet
@@ -344,13 +369,14 @@ def worker_controller(args):
 
 # ------------------------------------------------------------------ parent --
 
-def spawn_workers(kind, extra, env, timeout_s, log_dir):
+def spawn_workers(kind, extra, env, timeout_s, log_dir, rank_env=None):
     procs = []
     for r in range(WORLD):
         log = open(os.path.join(log_dir, f"{kind}-{r}.log"), "w")
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--rank", str(r),
                "--world", str(WORLD)] + extra
-        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+        e = env if rank_env is None else dict(env, **rank_env(r))
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e), log))
     deadline = time.monotonic() + timeout_s
     codes = []
     for p, log in procs:
@@ -421,6 +447,17 @@ def parent_checks(mixnet, tmp):
     mixnet.finalize()
     expect_raises(mixnet.UnavailableError, mixnet.controller_status, "unix:/nonexistent.sock",
                   timeout_ms=200)
+    # A launcher's environment only partly there: an error naming what is missing.
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    saved = {k: os.environ.pop(k) for k in names if k in os.environ}
+    os.environ.update(RANK="0", WORLD_SIZE="2")
+    try:
+        expect_raises(mixnet.InvalidArgumentError, mixnet.init, contains="LOCAL_RANK not")
+    finally:
+        for k in names:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
+    assert not mixnet.is_initialized()
 
 
 def main():
@@ -442,7 +479,8 @@ def main():
     import mixnet
     if args.worker:
         try:
-            {"alltoallv": worker_alltoallv, "controller": worker_controller}[args.worker](args)
+            {"alltoallv": worker_alltoallv, "controller": worker_controller,
+             "torchrun": worker_torchrun}[args.worker](args)
         except Exception:
             traceback.print_exc()
             return 1
@@ -457,6 +495,11 @@ def main():
                    OMP_NUM_THREADS="1")
         spawn_workers("alltoallv", ["--store", f"tcp://127.0.0.1:{free_port()}"], env, 60, tmp)
         print(f"alltoallv: 4 ranks ok ({time.monotonic() - t0:.1f} s)", flush=True)
+        store_port = free_port()  # the store goes on MASTER_PORT + 1
+        spawn_workers("torchrun", [], env, 60, tmp, rank_env=lambda r: {
+            "RANK": str(r), "WORLD_SIZE": str(WORLD), "LOCAL_RANK": str(r),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store_port - 1)})
+        print(f"torchrun-style init: 4 ranks ok ({time.monotonic() - t0:.1f} s)", flush=True)
         if not (args.controller and args.ocsd):
             print("controller part skipped: --controller / --ocsd not given", flush=True)
             return 0
