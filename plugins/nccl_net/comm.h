@@ -48,6 +48,7 @@ struct Comm {
   std::string peer_host;  // the listener's host (send comms; route lookups)
   uint64_t key = 0;       // spreads a host pair's comms over its circuits
   int max_requests = 256;
+  int traffic_class = -1;  // NCCL's for this comm (-1: none); every lane's connection gets it
   absl::Mutex mu;
   std::shared_ptr<Lane> lane ABSL_GUARDED_BY(mu);
   std::shared_ptr<Lane> home ABSL_GUARDED_BY(mu);  // EPS; `lane` unless on a guarded one
@@ -124,6 +125,7 @@ using DialTask = Background<PeerConnection>;
 
 struct ListenComm {
   Nic* nic = nullptr;
+  int traffic_class = -1;  // NCCL's (v11 context), for the comms it accepts
   uint64_t listen_id = 0;
   ControlListener control;
   // Connections being answered, oldest first (proxy service thread only).

@@ -94,8 +94,9 @@ Result ListenV11(void* ctx, int dev, void* handle, void** listen_comm) {
 Result ConnectLegacy(int dev, void* handle, void** send_comm, DeviceHandle**) {
   return Edge("connect", [&] { return P().Connect(nullptr, false, dev, handle, send_comm); });
 }
-Result ConnectV10(int dev, CommConfig*, void* handle, void** send_comm, DeviceHandle**) {
-  return Edge("connect", [&] { return P().Connect(nullptr, false, dev, handle, send_comm); });
+Result ConnectV10(int dev, CommConfig* config, void* handle, void** send_comm, DeviceHandle**) {
+  const int tc = config != nullptr ? config->traffic_class : kTrafficClassUndef;
+  return Edge("connect", [&] { return P().Connect(nullptr, false, dev, handle, send_comm, tc); });
 }
 Result ConnectV11(void* ctx, int dev, void* handle, void** send_comm, DeviceHandle**) {
   return Edge("connect", [&] { return P().Connect(ctx, true, dev, handle, send_comm); });

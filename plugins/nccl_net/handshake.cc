@@ -175,7 +175,8 @@ absl::StatusOr<ControlListener> OpenControlListener(const std::string& ip) {
 absl::StatusOr<PeerConnection> DialPeer(transport::Device* device, const std::string& local_ip,
                                         const std::string& ifname, const HandleInfo& peer,
                                         uint64_t connection_id, const Identity& self,
-                                        absl::Time deadline, const std::atomic<bool>& cancelled) {
+                                        absl::Time deadline, const std::atomic<bool>& cancelled,
+                                        int traffic_class) {
   const std::string where = absl::StrCat("the listener at ", peer.ip, ":", peer.port);
   std::string peer_name = absl::StrCat("nccl peer ", peer.host, " (", peer.ip, ":", peer.port, ")");
   const std::string what = absl::StrCat("connecting to ", peer_name, " via ", device->name());
@@ -238,6 +239,7 @@ absl::StatusOr<PeerConnection> DialPeer(transport::Device* device, const std::st
   o.connection_id = connection_id;
   o.initiator = true;
   o.peer_name = peer_name;
+  o.traffic_class = traffic_class;
   o.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
   ASSIGN_OR_RETURN(out.connection, device->Connect(o));
   return out;
@@ -245,7 +247,7 @@ absl::StatusOr<PeerConnection> DialPeer(transport::Device* device, const std::st
 
 absl::StatusOr<PeerConnection> AnswerPeer(transport::Device* device, int fd, uint64_t listen_id,
                                           const Identity& self, absl::Time deadline,
-                                          const std::atomic<bool>& cancelled) {
+                                          const std::atomic<bool>& cancelled, int traffic_class) {
   FdCloser closer{fd};
   const std::string what =
       absl::StrCat("accepting on listen comm ", listen_id, " of ", device->name());
@@ -304,6 +306,7 @@ absl::StatusOr<PeerConnection> AnswerPeer(transport::Device* device, int fd, uin
   o.connection_id = connection_id;
   o.initiator = false;
   o.peer_name = absl::StrCat("nccl peer ", out.peer.host, " of listen comm ", listen_id);
+  o.traffic_class = traffic_class;
   o.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
   ASSIGN_OR_RETURN(out.connection, device->Connect(o));
   return out;

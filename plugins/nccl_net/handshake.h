@@ -77,7 +77,8 @@ struct PeerConnection {
 absl::StatusOr<PeerConnection> DialPeer(transport::Device* device, const std::string& local_ip,
                                         const std::string& ifname, const HandleInfo& peer,
                                         uint64_t connection_id, const Identity& self,
-                                        absl::Time deadline, const std::atomic<bool>& cancelled);
+                                        absl::Time deadline, const std::atomic<bool>& cancelled,
+                                        int traffic_class = -1);
 
 // Listener: answers one accepted control socket `fd` (takes it) for listen comm
 // `listen_id` and makes the transport connection as the waiting side.
@@ -87,6 +88,7 @@ absl::StatusOr<PeerConnection> DialPeer(transport::Device* device, const std::st
 // until `deadline` at most.
 absl::StatusOr<PeerConnection> AnswerPeer(transport::Device* device, int fd, uint64_t listen_id,
                                           const Identity& self, absl::Time deadline,
-                                          const std::atomic<bool>& cancelled);
+                                          const std::atomic<bool>& cancelled,
+                                          int traffic_class = -1);
 
 }  // namespace mixnet::nccl

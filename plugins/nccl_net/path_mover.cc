@@ -249,6 +249,7 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       transport::ConnectOptions co;
       co.connection_id = m.move_id;
       co.initiator = false;
+      co.traffic_class = c.traffic_class;
       co.peer_name = absl::StrCat(on.connection->peer_name(), " via ", mv->target.Describe());
       co.timeout = options_.connect_timeout;
       transport::Device* d = *device;
@@ -283,6 +284,7 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       co.remote_address = m.address;
       co.connection_id = move->id;
       co.initiator = true;
+      co.traffic_class = c.traffic_class;
       co.peer_name = absl::StrCat(on.connection->peer_name(), " via ", move->target.Describe());
       co.timeout = options_.connect_timeout;
       transport::Device* d = *device;

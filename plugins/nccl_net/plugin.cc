@@ -251,6 +251,7 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   ASSIGN_OR_RETURN(ControlListener control, OpenControlListener(nic->ip()));
   auto* l = new ListenComm();
   l->nic = nic;
+  if (ctx != nullptr) l->traffic_class = static_cast<const Context*>(ctx)->traffic_class;
   l->listen_id = next_id_.fetch_add(1);
   l->control = control;
   HandleInfo info;
@@ -266,7 +267,8 @@ absl::Status Plugin::Listen(void* ctx, bool need_ctx, int dev, void* handle, voi
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<DialTask>> Plugin::StartDial(const PathChoice& path) {
+absl::StatusOr<std::shared_ptr<DialTask>> Plugin::StartDial(const PathChoice& path,
+                                                            int traffic_class) {
   Nic* nic = nics_[path.local_nic].get();
   ASSIGN_OR_RETURN(transport::Device * device, nic->device());
   const uint64_t connection_id = RandomId();
@@ -276,9 +278,10 @@ absl::StatusOr<std::shared_ptr<DialTask>> Plugin::StartDial(const PathChoice& pa
   return DialTask::Start(
       HelperPool::Dialing(),
       [device, ip = nic->ip(), ifname = nic->spec_nic().empty() ? nic->ifname() : std::string(),
-       peer = path.remote, connection_id, self = std::move(self),
-       deadline](const std::atomic<bool>& cancelled) {
-        return DialPeer(device, ip, ifname, peer, connection_id, self, deadline, cancelled);
+       peer = path.remote, connection_id, self = std::move(self), deadline,
+       traffic_class](const std::atomic<bool>& cancelled) {
+        return DialPeer(device, ip, ifname, peer, connection_id, self, deadline, cancelled,
+                        traffic_class);
       });
 }
 
@@ -305,8 +308,11 @@ void Plugin::SweepDials() {
   }
 }
 
-absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm) {
+absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm,
+                             int traffic_class) {
   RETURN_IF_ERROR(CheckContext(ctx, need_ctx, "connect"));
+  // NCCL's traffic class: v11 in the context, v10 with connect.
+  if (ctx != nullptr) traffic_class = static_cast<const Context*>(ctx)->traffic_class;
   RETURN_IF_ERROR(CheckDev(dev));
   if (send_comm == nullptr) return NullOut("connect", "sendComm");
   *send_comm = nullptr;
@@ -328,7 +334,7 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   }
   if (task == nullptr) {
     ASSIGN_OR_RETURN(PathChoice path, routes_->Choose(dev, peer));
-    ASSIGN_OR_RETURN(task, StartDial(path));
+    ASSIGN_OR_RETURN(task, StartDial(path, traffic_class));
     const uint64_t token = next_id_.fetch_add(1);
     {
       absl::MutexLock lock(&dial_mu_);
@@ -351,6 +357,7 @@ absl::Status Plugin::Connect(void* ctx, bool need_ctx, int dev, void* handle, vo
   comm->peer_host = (*result)->peer.host;  // in full (the handle's copy may be cut)
   comm->key = RandomId();
   comm->max_requests = config_.max_requests;
+  comm->traffic_class = traffic_class;
   LanePath path;
   path.local_nic = comm->nic->spec_nic();
   path.remote_nic = (*result)->peer.nic;
@@ -381,9 +388,10 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     }
     const uint64_t id = l->listen_id;
     const absl::Time deadline = HandshakeDeadline(config_);
+    const int tc = l->traffic_class;
     absl::StatusOr<std::shared_ptr<DialTask>> task = DialTask::Start(
-        HelperPool::Answering(), [device, fd, id, self, deadline](const std::atomic<bool>& c) {
-          return AnswerPeer(device, fd, id, self, deadline, c);
+        HelperPool::Answering(), [device, fd, id, self, deadline, tc](const std::atomic<bool>& c) {
+          return AnswerPeer(device, fd, id, self, deadline, c, tc);
         });
     if (!task.ok()) {
       close(fd);  // the job that would own it never started
@@ -410,6 +418,7 @@ absl::Status Plugin::Accept(void* listen_comm, void** recv_comm) {
     comm->nic = l->nic;
     comm->peer_host = (*result)->peer.host;  // for messages (receivers route nothing)
     comm->max_requests = config_.max_requests;
+    comm->traffic_class = l->traffic_class;
     LanePath path;
     path.local_nic = l->nic->spec_nic();
     path.remote_nic = (*result)->peer.nic;

@@ -54,7 +54,9 @@ class Plugin {
   // `ctx` is checked when `need_ctx` (v11); older versions pass none.
   absl::Status Listen(void* ctx, bool need_ctx, int dev, void* handle, void** listen_comm);
   // Leaves *send_comm / *recv_comm NULL until the connection is up.
-  absl::Status Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm);
+  // `traffic_class`: NCCL's (v10 passes it here; v11 in `ctx`, which wins).
+  absl::Status Connect(void* ctx, bool need_ctx, int dev, void* handle, void** send_comm,
+                       int traffic_class = nccl_abi::kTrafficClassUndef);
   absl::Status Accept(void* listen_comm, void** recv_comm);
 
   absl::Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
@@ -79,7 +81,7 @@ class Plugin {
   absl::Status CheckMemHandle(void* mhandle, const char* call) const;
   absl::Status CloseComm(void* comm, Kind kind);
   // Starts DialPeer for a connect on the Dialing() pool.
-  absl::StatusOr<std::shared_ptr<DialTask>> StartDial(const PathChoice& path);
+  absl::StatusOr<std::shared_ptr<DialTask>> StartDial(const PathChoice& path, int traffic_class);
   // Drops connects NCCL stopped polling (see dials_).
   void SweepDials();
   // With a cluster spec: NICs from it, the path mover, and (with a

@@ -59,6 +59,10 @@ namespace mixnet {
   X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first")  \
   X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                  \
   X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                   \
+  X(int64_t, ib_tc, "MIXNET_IB_TC", 0,                                                           \
+    "verbs: traffic class (GRH TClass, DSCP << 2) of RoCE/global queue pairs, 0..255; NCCL's "   \
+    "per-communicator class wins when it passes one")                                            \
+  X(int64_t, ib_sl, "MIXNET_IB_SL", 0, "verbs: InfiniBand service level of queue pairs, 0..15")  \
   X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")       \
   X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")        \
   X(std::string, store, "MIXNET_STORE", "",                                                      \

@@ -48,6 +48,8 @@ DeviceOptions DeviceOptionsFromSettings() {
   o.ib_device = s.ib_device;
   o.ib_port = static_cast<int>(s.ib_port);
   o.ib_gid_index = static_cast<int>(s.ib_gid_index);
+  o.ib_tc = static_cast<int>(s.ib_tc);
+  o.ib_sl = static_cast<int>(s.ib_sl);
   return o;
 }
 

@@ -83,6 +83,11 @@ struct ConnectOptions {
   bool initiator = false;
   std::string peer_name;  // for messages: "rank 3 on host h1"
   absl::Duration timeout = absl::Seconds(60);
+  // Traffic class (0..255), NCCL's per communicator: verbs puts it in the
+  // queue pair's GRH (-1: the device's, DeviceOptions::ib_tc), TCP in the
+  // sockets' IPv4 TOS byte (-1: the kernel's default). The intra-host
+  // transport ignores it.
+  int traffic_class = -1;
 };
 
 // Payload key on an Unavailable status: the connection was lost, but the
@@ -141,6 +146,8 @@ struct DeviceOptions {
   std::string ib_device;
   int ib_port = 1;
   int ib_gid_index = 0;
+  int ib_tc = 0;  // traffic class of global (RoCE) queue pairs, 0..255
+  int ib_sl = 0;  // service level, 0..15
   // Invoked once per connection that fails.
   FailureCallback on_failure;
   // Stall detection (zero: off). TCP: TCP_USER_TIMEOUT plus keepalive probes

@@ -6,9 +6,13 @@
 //    late poll of such a handle fails instead of dialing again;
 //  * many connects pending at once (to a listener that never accepts) run
 //    on at most 32 helper threads (the documented limit), and those threads
-//    end once idle.
+//    end once idle;
+//  * NCCL's traffic class (init's CommConfig) marks the comms' TCP sockets
+//    (IPv4 TOS byte), as it sets the GRH traffic class under verbs.
 // Runs on the test thread; the rank is a forked process (plugin_harness.h).
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -98,6 +102,54 @@ absl::Status AbandonedRank(int, Board*) {
 TEST(NcclNetConnectTest, AbandonedConnectsAreDroppedWithTheirConnections) {
   absl::Status s = RunRanks(1, AbandonedRank, absl::Seconds(40), [](int) {
     setenv("MIXNET_CONNECT_TIMEOUT_MS", "1000", 1);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Connected TCP sockets of this process, and how many have TOS `tos`.
+std::pair<int, int> SocketsWithTos(int tos) {
+  int tcp = 0, marked = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in peer{};
+    socklen_t pl = sizeof(peer);
+    int type = 0;
+    socklen_t tl = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
+        peer.sin_family != AF_INET) {
+      continue;
+    }
+    ++tcp;
+    int v = -1;
+    socklen_t vl = sizeof(v);
+    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &v, &vl) == 0 && v == tos) ++marked;
+  }
+  return {tcp, marked};
+}
+
+absl::Status TrafficClassRank(int, Board*) {
+  constexpr int kTos = 0x60;  // DSCP 24 (CS3)
+  ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/false, kTos));
+  Handle handle{};
+  void* listen = nullptr;
+  NT_NCCL_OK(net.api->listen(net.ctx, 0, handle.data(), &listen));
+  void* send = nullptr;
+  void* recv = nullptr;
+  RETURN_IF_ERROR(ConnectAccept(net, handle.data(), &send, listen, &recv));
+  const auto [tcp, marked] = SocketsWithTos(kTos);
+  fprintf(stderr, "%d connected TCP sockets, %d with TOS 0x%x\n", tcp, marked, kTos);
+  // Both ends of the comm's connection: two sockets each (MIXNET_SOCKETS_PER_PATH).
+  NT_REQUIRE(marked >= 4, "only ", marked, " of ", tcp, " sockets carry NCCL's traffic class");
+  NT_NCCL_OK(net.api->close_send(send));
+  NT_NCCL_OK(net.api->close_recv(recv));
+  NT_NCCL_OK(net.api->close_listen(listen));
+  return absl::OkStatus();
+}
+
+TEST(NcclNetConnectTest, NcclsTrafficClassMarksTheSockets) {
+  absl::Status s = RunRanks(1, TrafficClassRank, absl::Seconds(40), [](int) {
+    setenv("MIXNET_SOCKETS_PER_PATH", "2", 1);
     return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;

@@ -168,14 +168,14 @@ std::vector<std::string> LoggedLines() {
   return g_log_lines == nullptr ? std::vector<std::string>{} : *g_log_lines;
 }
 
-absl::StatusOr<Net> OpenNet(bool capture_logs) {
+absl::StatusOr<Net> OpenNet(bool capture_logs, int traffic_class) {
   Net net;
   absl::StatusOr<Loaded> l = LoadPlugin(PluginPath());
   if (!l.ok()) return l.status();
   net.lib = *l;
   net.api = l->v11;
   NT_REQUIRE(net.api != nullptr, "ncclNetPlugin_v11 missing");
-  abi::CommConfig config{abi::kTrafficClassUndef};
+  abi::CommConfig config{traffic_class};
   const int rc =
       net.api->init(&net.ctx, 0x1234, &config, capture_logs ? &CaptureLog : nullptr, nullptr);
   std::string log;

@@ -96,7 +96,8 @@ struct Net {
 };
 // `capture_logs`: the plugin logs through the harness's logger, as it would
 // through NCCL's; LoggedLines() returns what it logged (INFO and WARN).
-absl::StatusOr<Net> OpenNet(bool capture_logs = false);
+// `traffic_class`: the CommConfig init passes (NCCL's NCCL_IB_TC).
+absl::StatusOr<Net> OpenNet(bool capture_logs = false, int traffic_class = abi::kTrafficClassUndef);
 std::vector<std::string> LoggedLines();
 
 // Polls connect(send to handle) and accept(listen) from one thread until both

@@ -1,6 +1,7 @@
 // TCP device: listener, handshakes and the epoll progress thread (see tcp_device.h).
 #include "runtime/transport/tcp/tcp_device.h"
 
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -374,6 +375,16 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpDevice::Connect(const ConnectOpti
     absl::Status s =
         local_ ? ConfigureLocalSocket(fd, options_.socket_buffer_bytes)
                : ConfigureDataSocket(fd, options_.socket_buffer_bytes, options_.stall_timeout);
+    // A traffic class (NCCL's) marks the packets as on RDMA fabrics: the
+    // IPv4 TOS byte carries it (DSCP << 2), so switches classify alike.
+    if (s.ok() && !local_ && o.traffic_class >= 0) {
+      const int tos = o.traffic_class;
+      if (tos > 255) {
+        s = absl::InvalidArgumentError(absl::StrCat("traffic class ", tos, " outside 0..255"));
+      } else if (setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
+        s = ErrnoStatus("data socket", "setsockopt(IP_TOS)");
+      }
+    }
     if (!s.ok()) {
       close_all();
       return Annotate(s, what);

@@ -91,7 +91,7 @@ QpInfo QueuePair::LocalInfo(uint32_t recv_window, uint32_t slot_bytes) const {
   return i;
 }
 
-absl::Status QueuePair::Connect(const QpInfo& remote, const std::string& peer) {
+absl::Status QueuePair::Connect(const QpInfo& remote, const std::string& peer, int traffic_class) {
   const std::string what = absl::StrCat(ctx_->label(), " QP ", qp_->qp_num, " to ", peer, " (",
                                         remote.name, " QP ", remote.qpn, ")");
   if (remote.link_layer != ctx_->link_layer()) {
@@ -111,7 +111,7 @@ absl::Status QueuePair::Connect(const QpInfo& remote, const std::string& peer) {
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = kMinRnrTimer;
   a.ah_attr.port_num = static_cast<uint8_t>(ctx_->port());
-  a.ah_attr.sl = 0;
+  a.ah_attr.sl = static_cast<uint8_t>(ctx_->service_level());
   a.ah_attr.src_path_bits = 0;
   a.ah_attr.dlid = remote.lid;
   // RoCE always routes by GID; InfiniBand by LID within the subnet.
@@ -120,7 +120,7 @@ absl::Status QueuePair::Connect(const QpInfo& remote, const std::string& peer) {
     std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid.data(), 16);
     a.ah_attr.grh.sgid_index = static_cast<uint8_t>(ctx_->gid_index());
     a.ah_attr.grh.hop_limit = 255;
-    a.ah_attr.grh.traffic_class = 0;
+    a.ah_attr.grh.traffic_class = static_cast<uint8_t>(traffic_class);
     a.ah_attr.grh.flow_label = 0;
   }
   int rc = ibv_modify_qp(qp_, &a,

@@ -34,7 +34,9 @@ class QueuePair {
   // What the peer needs to connect to this QP.
   QpInfo LocalInfo(uint32_t recv_window, uint32_t slot_bytes) const;
   // RTR then RTS towards `remote`. `peer` names it in errors.
-  absl::Status Connect(const QpInfo& remote, const std::string& peer);
+  // `traffic_class`: the GRH's (global routes: RoCE, or IB across subnets);
+  // the service level is the device's (VerbsContext::service_level).
+  absl::Status Connect(const QpInfo& remote, const std::string& peer, int traffic_class);
   // Moves to ERR: outstanding work requests complete with IBV_WC_WR_FLUSH_ERR.
   absl::Status ToError();
 

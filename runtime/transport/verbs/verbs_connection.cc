@@ -91,7 +91,7 @@ absl::Status VerbsConnection::ConnectQp(const QpInfo& remote) {
                                             " sent a bad receive window (", remote.recv_window,
                                             " slots of ", remote.slot_bytes, " bytes)"));
   }
-  RETURN_IF_ERROR(qp_->Connect(remote, peer_name_));
+  RETURN_IF_ERROR(qp_->Connect(remote, peer_name_, cfg_.traffic_class));
   send_eager_max_ = std::min<size_t>(cfg_.slot_bytes, remote.slot_bytes) - kWireHeaderBytes;
   write_chunk_ = std::min<size_t>(ctx_->max_msg_bytes(), size_t{1} << 30);
   absl::MutexLock lock(&mu_);

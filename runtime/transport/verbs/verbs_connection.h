@@ -70,7 +70,8 @@ struct ConnectionConfig {
   uint32_t credit_batch = 8;  // owed credits that trigger a CREDIT message
   uint32_t slot_bytes = 8192;
   int send_slots = 80;
-  int send_depth = 256;  // send work requests in flight (slots + writes)
+  int send_depth = 256;   // send work requests in flight (slots + writes)
+  int traffic_class = 0;  // of the queue pair (ConnectOptions, else the device's)
   int recv_depth() const { return static_cast<int>(window + window / credit_batch + 2); }
 };
 

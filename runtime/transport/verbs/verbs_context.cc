@@ -51,6 +51,16 @@ std::string VerbsContext::label() const {
 }
 
 absl::Status VerbsContext::Init(const DeviceOptions& options) {
+  if (options.ib_tc < 0 || options.ib_tc > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verbs: traffic class ", options.ib_tc, " outside 0..255 (MIXNET_IB_TC)"));
+  }
+  if (options.ib_sl < 0 || options.ib_sl > 15) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verbs: service level ", options.ib_sl, " outside 0..15 (MIXNET_IB_SL)"));
+  }
+  traffic_class_ = options.ib_tc;
+  service_level_ = options.ib_sl;
   int n = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&n);

@@ -36,6 +36,8 @@ class VerbsContext {
   const std::string& device_name() const { return device_name_; }
   int port() const { return port_; }
   int gid_index() const { return gid_index_; }
+  int traffic_class() const { return traffic_class_; }  // DeviceOptions::ib_tc
+  int service_level() const { return service_level_; }  // DeviceOptions::ib_sl
   // "mlx5_0:1" and, for messages, "mlx5_0 port 1".
   std::string short_name() const;
   std::string label() const;
@@ -66,6 +68,8 @@ class VerbsContext {
   std::string device_name_;
   int port_ = 1;
   int gid_index_ = 0;
+  int traffic_class_ = 0;
+  int service_level_ = 0;
   uint8_t link_layer_ = IBV_LINK_LAYER_INFINIBAND;
   uint16_t lid_ = 0;
   Gid gid_{};

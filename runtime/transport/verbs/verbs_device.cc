@@ -88,6 +88,11 @@ absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOp
   std::string what =
       absl::StrCat(name_, ": connecting to ", name, " (connection id ", o.connection_id, ")");
   ConnectionConfig cfg;
+  if (o.traffic_class > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": traffic class ", o.traffic_class, " outside 0..255"));
+  }
+  cfg.traffic_class = o.traffic_class >= 0 ? o.traffic_class : ctx_->traffic_class();
   std::shared_ptr<VerbsConnection> conn;
   Fd fd;
   absl::StatusOr<Handshake> theirs;

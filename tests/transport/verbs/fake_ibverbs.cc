@@ -78,6 +78,10 @@ std::mutex& g_mu = *new std::mutex;
 std::condition_variable& g_cv = *new std::condition_variable;
 int g_num_devices = 1;
 int g_ethernet = 0;
+struct Rtr {
+  int sl, global, tc;
+};
+std::vector<Rtr>& g_rtrs = *new std::vector<Rtr>;
 std::vector<ibv_device*>& g_devices = *new std::vector<ibv_device*>;  // lives until exit
 std::map<uint32_t, FakeQp*> g_qps;
 std::map<uint32_t, FakeMr*> g_mrs;  // by key (lkey == rkey)
@@ -355,6 +359,17 @@ int64_t fake_ibverbs_live_mrs() {
   std::lock_guard<std::mutex> lock(g_mu);
   return static_cast<int64_t>(g_mrs.size());
 }
+int fake_ibverbs_rtr_count() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return static_cast<int>(g_rtrs.size());
+}
+void fake_ibverbs_rtr(int i, int* sl, int* global, int* traffic_class) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const Rtr& r = g_rtrs.at(static_cast<size_t>(i));
+  *sl = r.sl;
+  *global = r.global;
+  *traffic_class = r.tc;
+}
 int64_t fake_ibverbs_live_qps() {
   std::lock_guard<std::mutex> lock(g_mu);
   return static_cast<int64_t>(g_qps.size());
@@ -602,6 +617,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
       }
       if (g_ethernet && !a->ah_attr.is_global) return EINVAL;  // RoCE needs a GRH
       q->dest_qpn = a->dest_qp_num;
+      g_rtrs.push_back(Rtr{a->ah_attr.sl, a->ah_attr.is_global, a->ah_attr.grh.traffic_class});
       break;
     case IBV_QPS_RTS:
       if (from != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN)) return EINVAL;

@@ -16,4 +16,8 @@ uint64_t fake_ibverbs_error_completions();
 int64_t fake_ibverbs_live_mrs();
 // Queue pairs currently alive.
 int64_t fake_ibverbs_live_qps();
+// Queue pairs moved to RTR so far, and the address vector of the i-th:
+// service level, whether it is global (has a GRH) and the GRH's traffic class.
+int fake_ibverbs_rtr_count();
+void fake_ibverbs_rtr(int i, int* sl, int* global, int* traffic_class);
 }

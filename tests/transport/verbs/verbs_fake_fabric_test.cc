@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -457,6 +458,58 @@ TEST(FakeFabricSetupTest, RoceAndUnknownDevice) {
   absl::StatusOr<std::unique_ptr<Device>> d = CreateVerbsDevice(o);
   EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("available: fake0, fake1"));
+  fake_ibverbs_configure(2, 0);
+}
+
+// MIXNET_IB_SL / MIXNET_IB_TC (DeviceOptions) reach the queue pairs'
+// address vectors; a connection's own traffic class (NCCL's, through
+// ConnectOptions) wins over the device's; values out of range are refused.
+TEST(FakeFabricSetupTest, ServiceLevelAndTrafficClass) {
+  fake_ibverbs_configure(2, 1);  // RoCE: every address vector has a GRH
+  DeviceOptions o;
+  o.bind_address = "127.0.0.1";
+  o.ib_sl = 3;
+  o.ib_tc = 106;
+  auto a = CreateVerbsDevice(o);
+  auto b = CreateVerbsDevice(o);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  const int before = fake_ibverbs_rtr_count();
+  // a dials with NCCL's class 184; b answers with the device's (106).
+  const uint64_t id = NextId();
+  absl::StatusOr<std::unique_ptr<Connection>> cb;
+  std::thread t([&] {
+    ConnectOptions co;
+    co.remote_address = (*a)->address();
+    co.connection_id = id;
+    co.timeout = absl::Seconds(10);
+    cb = (*b)->Connect(co);
+  });
+  ConnectOptions co;
+  co.remote_address = (*b)->address();
+  co.connection_id = id;
+  co.initiator = true;
+  co.timeout = absl::Seconds(10);
+  co.traffic_class = 184;
+  absl::StatusOr<std::unique_ptr<Connection>> ca = (*a)->Connect(co);
+  t.join();
+  ASSERT_TRUE(ca.ok() && cb.ok()) << ca.status() << " " << cb.status();
+  ASSERT_EQ(fake_ibverbs_rtr_count(), before + 2);
+  std::multiset<int> classes;
+  for (int i = before; i < before + 2; ++i) {
+    int sl = -1, global = -1, tc = -1;
+    fake_ibverbs_rtr(i, &sl, &global, &tc);
+    EXPECT_EQ(sl, 3);
+    EXPECT_EQ(global, 1);
+    classes.insert(tc);
+  }
+  EXPECT_EQ(classes, (std::multiset<int>{106, 184}));
+  o.ib_tc = 256;
+  EXPECT_EQ(CreateVerbsDevice(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.ib_tc = 0;
+  o.ib_sl = 16;
+  absl::StatusOr<std::unique_ptr<Device>> bad = CreateVerbsDevice(o);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("MIXNET_IB_SL"));
   fake_ibverbs_configure(2, 0);
 }
 
