@@ -56,9 +56,14 @@ namespace mixnet {
   X(int64_t, progress_spin_us, "MIXNET_PROGRESS_SPIN_US", 500,                                   \
     "TCP/local progress threads poll (yielding the CPU) this long after their last event "       \
     "before sleeping in epoll_wait; 0: always sleep")                                            \
-  X(std::string, ib_device, "MIXNET_IB_DEVICE", "", "verbs device name; empty picks the first")  \
-  X(int64_t, ib_port, "MIXNET_IB_PORT", 1, "verbs port number")                                  \
-  X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", 0, "verbs GID index (RoCE)")                   \
+  X(std::string, ib_device, "MIXNET_IB_DEVICE", "",                                              \
+    "verbs device name (an override); empty: the adapter behind the NIC's interface "            \
+    "(sysfs), else the first")                                                                   \
+  X(int64_t, ib_port, "MIXNET_IB_PORT", 0,                                                       \
+    "verbs port number; 0: the port behind the NIC's interface, else 1")                         \
+  X(int64_t, ib_gid_index, "MIXNET_IB_GID_INDEX", -1,                                            \
+    "verbs GID index; -1: auto (RoCE: the v2 entry holding the NIC's IPv4 address, else the "    \
+    "first RoCE v2 IPv4 entry; InfiniBand: 0)")                                                  \
   X(int64_t, ib_tc, "MIXNET_IB_TC", 0,                                                           \
     "verbs: traffic class (GRH TClass, DSCP << 2) of RoCE/global queue pairs, 0..255; NCCL's "   \
     "per-communicator class wins when it passes one")                                            \

@@ -142,10 +142,14 @@ struct DeviceOptions {
   // of the sender's memory (process_vm_readv). Off: they stream over the
   // Unix socket (two copies). Refused reads fall back to streaming anyway.
   bool local_pull = true;
-  // Verbs: device name (empty: first), port, GID index.
+  // Verbs: device name (empty: the adapter behind `ifname`, else the first),
+  // port (0: the port behind `ifname`, else 1), GID index (-1: auto, see
+  // MIXNET_IB_GID_INDEX). `sysfs_root`: where /sys is (tests point it at a
+  // tree of their own).
   std::string ib_device;
-  int ib_port = 1;
-  int ib_gid_index = 0;
+  int ib_port = 0;
+  int ib_gid_index = -1;
+  std::string sysfs_root = "/sys";
   int ib_tc = 0;  // traffic class of global (RoCE) queue pairs, 0..255
   int ib_sl = 0;  // service level, 0..15
   // Invoked once per connection that fails.

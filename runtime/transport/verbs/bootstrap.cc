@@ -90,6 +90,24 @@ absl::StatusOr<std::string> InterfaceIpv4(const std::string& ifname) {
   return found;
 }
 
+absl::StatusOr<std::string> InterfaceWithIpv4(const std::string& ip) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return ErrnoStatus("listing interfaces", "getifaddrs");
+  std::string found;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
+    if (ip == buf) {
+      found = i->ifa_name;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty()) return absl::NotFoundError(absl::StrCat("no interface holds ", ip));
+  return found;
+}
+
 std::string DefaultIpv4() {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return "127.0.0.1";

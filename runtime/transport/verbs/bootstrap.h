@@ -39,6 +39,8 @@ class Fd {
 
 // IPv4 address of interface `ifname` (NotFound when it has none).
 absl::StatusOr<std::string> InterfaceIpv4(const std::string& ifname);
+// The interface that holds IPv4 address `ip` (NotFound when none does).
+absl::StatusOr<std::string> InterfaceWithIpv4(const std::string& ip);
 // First IPv4 address of an up, non-loopback interface; "127.0.0.1" if none.
 std::string DefaultIpv4();
 

@@ -4,6 +4,7 @@
 #include "runtime/transport/verbs/verbs_context.h"
 
 #include <fcntl.h>
+#include <net/if.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
+#include "runtime/transport/verbs/bootstrap.h"
+#include "runtime/transport/verbs/nic_adapter.h"
 
 namespace mixnet::transport::verbs {
 namespace {
@@ -61,6 +64,30 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   }
   traffic_class_ = options.ib_tc;
   service_level_ = options.ib_sl;
+  // The NIC: its interface (given, or the one holding the bind address) and
+  // IPv4 address pick the adapter, the port and the GID (nic_adapter.h).
+  ifname_ = options.ifname;
+  const bool bound = !options.bind_address.empty() && options.bind_address != "0.0.0.0";
+  if (ifname_.empty() && bound) {
+    absl::StatusOr<std::string> i = InterfaceWithIpv4(options.bind_address);
+    if (i.ok()) ifname_ = *i;
+  }
+  nic_ipv4_ = bound ? options.bind_address : "";
+  if (nic_ipv4_.empty() && !ifname_.empty()) {
+    absl::StatusOr<std::string> ip = InterfaceIpv4(ifname_);
+    if (ip.ok()) nic_ipv4_ = *ip;
+  }
+  std::string wanted = options.ib_device;
+  int mapped_port = 0;
+  if (wanted.empty() && !ifname_.empty() && ifname_ != "lo") {
+    absl::StatusOr<AdapterPort> ap = AdapterOfInterface(options.sysfs_root, ifname_);
+    if (!ap.ok()) {
+      return absl::UnavailableError(absl::StrCat("verbs: ", ap.status().message(),
+                                                 "; set MIXNET_IB_DEVICE to the adapter to use"));
+    }
+    wanted = ap->adapter;
+    mapped_port = ap->port;
+  }
   int n = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&n);
@@ -76,14 +103,16 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   std::vector<std::string> names;
   for (int i = 0; i < n; ++i) {
     names.emplace_back(ibv_get_device_name(list[i]));
-    if (dev == nullptr && (options.ib_device.empty() || options.ib_device == names.back())) {
+    if (dev == nullptr && (wanted.empty() || wanted == names.back())) {
       dev = list[i];
     }
   }
   if (dev == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("verbs: RDMA device '", options.ib_device,
-                     "' not found (MIXNET_IB_DEVICE); available: ", absl::StrJoin(names, ", ")));
+    return absl::UnavailableError(absl::StrCat(
+        "verbs: RDMA device '", wanted, "' not found (",
+        options.ib_device.empty() ? absl::StrCat("the adapter sysfs names for ", ifname_)
+                                  : std::string("MIXNET_IB_DEVICE"),
+        "); available: ", absl::StrJoin(names, ", ")));
   }
   device_name_ = ibv_get_device_name(dev);
   ctx_ = ibv_open_device(dev);
@@ -101,10 +130,14 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   const uint32_t odp_needed = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE;
   odp_ = (attr.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0 &&
          (attr.odp_caps.per_transport_caps.rc_odp_caps & odp_needed) == odp_needed;
-  if (options.ib_port < 1 || options.ib_port > attr.orig_attr.phys_port_cnt) {
-    return absl::UnavailableError(absl::StrCat(
-        "verbs: RDMA device ", device_name_, " has no port ", options.ib_port, " (it has ",
-        static_cast<int>(attr.orig_attr.phys_port_cnt), "; MIXNET_IB_PORT)"));
+  port_ = options.ib_port > 0 ? options.ib_port : (mapped_port > 0 ? mapped_port : 1);
+  if (port_ > attr.orig_attr.phys_port_cnt) {
+    return absl::UnavailableError(
+        absl::StrCat("verbs: RDMA device ", device_name_, " has no port ", port_, " (it has ",
+                     static_cast<int>(attr.orig_attr.phys_port_cnt), "; ",
+                     options.ib_port > 0 ? std::string("MIXNET_IB_PORT")
+                                         : absl::StrCat("the port sysfs names for ", ifname_),
+                     ")"));
   }
   RETURN_IF_ERROR(OpenPort(options));
 
@@ -125,7 +158,6 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
 }
 
 absl::Status VerbsContext::OpenPort(const DeviceOptions& options) {
-  port_ = options.ib_port;
   ibv_port_attr pa{};
   int rc = ibv_query_port(ctx_, static_cast<uint8_t>(port_), &pa);
   if (rc != 0) return VerbsError(label(), "ibv_query_port", rc);
@@ -139,30 +171,26 @@ absl::Status VerbsContext::OpenPort(const DeviceOptions& options) {
   lid_ = pa.lid;
   active_mtu_ = pa.active_mtu;
   max_msg_bytes_ = pa.max_msg_sz == 0 ? (1u << 30) : pa.max_msg_sz;
-  gid_index_ = options.ib_gid_index;
-  if (ethernet() && gid_index_ == 0) {
-    // Like NCCL: on RoCE prefer a RoCE v2 GID holding an IPv4 address (index 0
-    // is usually RoCE v1 link-local). Set MIXNET_IB_GID_INDEX to pick another.
-    for (int i = 0; i < pa.gid_tbl_len; ++i) {
-      ibv_gid_entry e{};
-      if (ibv_query_gid_ex(ctx_, static_cast<uint32_t>(port_), static_cast<uint32_t>(i), &e, 0) !=
-          0) {
-        continue;
-      }
-      const uint8_t* g = e.gid.raw;
-      const bool v4 = g[10] == 0xff && g[11] == 0xff &&
-                      std::all_of(g, g + 10, [](uint8_t b) { return b == 0; });
-      if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && v4) {
-        gid_index_ = i;
-        break;
-      }
+  // The GID table, then the entry for this NIC (nic_adapter.h).
+  std::vector<GidEntry> table;
+  for (int i = 0; i < pa.gid_tbl_len; ++i) {
+    ibv_gid_entry e{};
+    if (ibv_query_gid_ex(ctx_, static_cast<uint32_t>(port_), static_cast<uint32_t>(i), &e, 0) !=
+        0) {
+      continue;
     }
+    GidEntry g;
+    g.index = i;
+    g.roce_v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+    std::memcpy(g.raw.data(), e.gid.raw, 16);
+    g.ndev_ifindex = e.ndev_ifindex;
+    table.push_back(g);
   }
-  if (gid_index_ < 0 || gid_index_ >= pa.gid_tbl_len) {
-    return absl::UnavailableError(absl::StrCat(label(), ": GID index ", gid_index_,
-                                               " out of range (table has ", pa.gid_tbl_len,
-                                               " entries; MIXNET_IB_GID_INDEX)"));
-  }
+  const uint32_t ifindex = ifname_.empty() ? 0 : if_nametoindex(ifname_.c_str());
+  const std::string what =
+      ifname_.empty() ? label() : absl::StrCat(label(), " (interface ", ifname_, ")");
+  ASSIGN_OR_RETURN(gid_index_, ChooseGid(table, pa.gid_tbl_len, ethernet(), options.ib_gid_index,
+                                         nic_ipv4_, ifindex, what));
   ibv_gid g{};
   rc = ibv_query_gid(ctx_, static_cast<uint8_t>(port_), gid_index_, &g);
   if (rc != 0) return VerbsError(absl::StrCat(label(), " GID ", gid_index_), "ibv_query_gid", rc);

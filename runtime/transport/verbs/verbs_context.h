@@ -70,6 +70,8 @@ class VerbsContext {
   int gid_index_ = 0;
   int traffic_class_ = 0;
   int service_level_ = 0;
+  std::string ifname_;    // the NIC's interface ("" when not known)
+  std::string nic_ipv4_;  // its IPv4 address ("" when not known)
   uint8_t link_layer_ = IBV_LINK_LAYER_INFINIBAND;
   uint16_t lid_ = 0;
   Gid gid_{};

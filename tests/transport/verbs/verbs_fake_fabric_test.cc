@@ -23,6 +23,7 @@
 #include "runtime/transport/verbs/verbs_device.h"
 #include "runtime/transport/verbs/wire.h"
 #include "tests/transport/verbs/fake_ibverbs.h"
+#include "tests/transport/verbs/sysfs_tree.h"
 
 namespace mixnet::transport::verbs {
 namespace {
@@ -458,6 +459,43 @@ TEST(FakeFabricSetupTest, RoceAndUnknownDevice) {
   absl::StatusOr<std::unique_ptr<Device>> d = CreateVerbsDevice(o);
   EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("available: fake0, fake1"));
+  fake_ibverbs_configure(2, 0);
+}
+
+// Each NIC opens the adapter behind its interface (a sysfs tree of the
+// test's): interface fakeif1 -> adapter fake1, whose RoCE v2 GID holds the
+// NIC's address 127.0.0.2 (index 1); GID index 0 can be asked for; an
+// interface without an adapter is an error naming it and the way out.
+TEST(FakeFabricSetupTest, NicOpensItsOwnAdapterAndGid) {
+  fake_ibverbs_configure(2, 1);
+  verbs_test::SysfsTree t;
+  ASSERT_FALSE(t.root().empty());
+  t.Adapter("fakeif1", "fake1");
+  t.GidNdev("fake1", 1, 1, "fakeif1");
+  DeviceOptions o;
+  o.ifname = "fakeif1";
+  o.bind_address = "127.0.0.2";
+  o.sysfs_root = t.root();
+  absl::StatusOr<std::unique_ptr<Device>> d = CreateVerbsDevice(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT((*d)->address(), HasSubstr("|fake1|1|"));
+  EXPECT_THAT((*d)->address(), HasSubstr("0000:0000:0000:0000:0000:ffff:7f00:0002"));
+  o.ib_gid_index = 0;  // the link-local entry, by request
+  d = CreateVerbsDevice(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT((*d)->address(), HasSubstr("fe80:0000:0000:0000:0000:0000:0000:0002"));
+  o.ib_gid_index = -1;
+  o.ifname = "nordma0";
+  d = CreateVerbsDevice(o);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(d.status().message()),
+              HasSubstr("interface nordma0 has no RDMA adapter"));
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("MIXNET_IB_DEVICE"));
+  // MIXNET_IB_DEVICE still overrides the mapping.
+  o.ib_device = "fake0";
+  d = CreateVerbsDevice(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT((*d)->address(), HasSubstr("|fake0|1|"));
   fake_ibverbs_configure(2, 0);
 }
 

@@ -5,14 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "runtime/transport/verbs/address.h"
 #include "runtime/transport/verbs/memory_registry.h"
+#include "runtime/transport/verbs/nic_adapter.h"
 #include "runtime/transport/verbs/verbs_device.h"
 #include "runtime/transport/verbs/wire.h"
+#include "tests/transport/verbs/sysfs_tree.h"
 
 namespace mixnet::transport::verbs {
 namespace {
@@ -376,6 +380,85 @@ TEST(CreateVerbsDeviceTest, UnknownDeviceIsUnavailable) {
   EXPECT_TRUE(msg.find("no RDMA device") != std::string::npos ||
               msg.find("'no_such_hca9' not found") != std::string::npos)
       << msg;
+}
+
+// The adapter and port behind an interface, from a sysfs tree: RoCE (a GID
+// of port 2 names the interface), IPoIB (dev_port 1 -> port 2), none, several.
+TEST(NicAdapterTest, AdapterAndPortFromSysfs) {
+  verbs_test::SysfsTree t;
+  ASSERT_FALSE(t.root().empty());
+  t.Adapter("ens1f1", "mlx5_1");
+  t.GidNdev("mlx5_1", 1, 0, "ens1f0");
+  t.GidNdev("mlx5_1", 2, 3, "ens1f1");
+  absl::StatusOr<AdapterPort> a = AdapterOfInterface(t.root(), "ens1f1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->adapter, "mlx5_1");
+  EXPECT_EQ(a->port, 2);
+  t.Adapter("ib0", "mlx5_4");
+  t.DevPort("ib0", 1);
+  a = AdapterOfInterface(t.root(), "ib0");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->adapter, "mlx5_4");
+  EXPECT_EQ(a->port, 2);
+  a = AdapterOfInterface(t.root(), "eth9");
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("class/net/eth9/device/infiniband"));
+  t.Adapter("bond0", "mlx5_0");
+  t.Adapter("bond0", "mlx5_2");
+  a = AdapterOfInterface(t.root(), "bond0");
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("mlx5_0, mlx5_2"));
+}
+
+GidEntry Gid(int index, bool v2, const std::string& v4, uint32_t ifindex = 0) {
+  GidEntry e;
+  e.index = index;
+  e.roce_v2 = v2;
+  e.ndev_ifindex = ifindex;
+  if (v4.empty()) {  // link-local fe80::<index>
+    e.raw[0] = 0xfe;
+    e.raw[1] = 0x80;
+    e.raw[15] = static_cast<uint8_t>(index);
+    return e;
+  }
+  e.raw[10] = e.raw[11] = 0xff;
+  int a, b, c, d;
+  sscanf(v4.c_str(), "%d.%d.%d.%d", &a, &b, &c, &d);
+  e.raw[12] = a, e.raw[13] = b, e.raw[14] = c, e.raw[15] = d;
+  return e;
+}
+
+// Hand-worked GID tables: a two-address port (v1 and v2 of each), the NIC's
+// own address wins over the first v2 entry; without it the interface's
+// entry, then the first v2 IPv4 one; an explicit index (0 included) as given.
+TEST(NicAdapterTest, ChooseGid) {
+  const std::vector<GidEntry> t = {Gid(0, false, ""),
+                                   Gid(1, true, ""),
+                                   Gid(2, false, "10.0.0.5", 7),
+                                   Gid(3, true, "10.0.0.5", 7),
+                                   Gid(4, false, "10.1.0.5", 8),
+                                   Gid(5, true, "10.1.0.5", 8)};
+  EXPECT_EQ(*ChooseGid(t, 16, true, -1, "10.1.0.5", 0, "x"), 5);
+  EXPECT_EQ(*ChooseGid(t, 16, true, -1, "10.0.0.5", 0, "x"), 3);
+  EXPECT_EQ(*ChooseGid(t, 16, true, -1, "", 8, "x"), 5);           // by interface
+  EXPECT_EQ(*ChooseGid(t, 16, true, -1, "192.0.2.1", 0, "x"), 3);  // first v2 IPv4
+  EXPECT_EQ(*ChooseGid(t, 16, true, 0, "10.1.0.5", 0, "x"), 0);    // 0 is an index now
+  EXPECT_EQ(*ChooseGid(t, 16, true, 4, "", 0, "x"), 4);
+  absl::StatusOr<int> bad = ChooseGid(t, 16, true, 9, "", 0, "mlx5_0 port 1");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("GID index 9 is empty"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("3: RoCE v2 10.0.0.5 (ifindex 7)"));
+  bad = ChooseGid(t, 16, true, 16, "", 0, "x");
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("out of range"));
+  // No v2 IPv4 entry at all: an error that shows the table.
+  bad = ChooseGid({Gid(0, false, ""), Gid(1, false, "10.0.0.5")}, 16, true, -1, "10.0.0.5", 0,
+                  "mlx5_0 port 1 (interface eth1)");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("no RoCE v2 GID"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("interface eth1"));
+  // InfiniBand: index 0 unless told.
+  EXPECT_EQ(*ChooseGid({}, 128, false, -1, "", 0, "x"), 0);
+  EXPECT_EQ(*ChooseGid({}, 128, false, 2, "", 0, "x"), 2);
 }
 
 }  // namespace
