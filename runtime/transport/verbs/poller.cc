@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/common/cpu_affinity.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
@@ -25,6 +28,44 @@ constexpr int kSleepMs = 100;     // longest sleep, so Stop is prompt
 constexpr int kAckEventsEvery = 256;
 const absl::Duration kSocketCheckInterval = absl::Milliseconds(10);
 
+// Joins poller threads that were stopped from themselves (a callback on the
+// poller thread dropped the device): they cannot join themselves, and a
+// detached thread would outlive what it polls. One process-wide thread,
+// started on first use; it never exits (nor is the reaper destroyed), and it
+// touches nothing but the threads handed to it.
+class Reaper {
+ public:
+  static void Adopt(std::thread t) {
+    static Reaper* reaper = new Reaper();
+    reaper->Add(std::move(t));
+  }
+
+ private:
+  Reaper() : worker_([this] { Run(); }) {}
+  void Add(std::thread t) {
+    absl::MutexLock lock(&mu_);
+    threads_.push_back(std::move(t));
+  }
+  void Run() {
+    pthread_setname_np(pthread_self(), "mx-verbs-reaper");
+    while (true) {
+      std::thread t;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](std::deque<std::thread>* q) { return !q->empty(); }, &threads_));
+        t = std::move(threads_.front());
+        threads_.pop_front();
+      }
+      t.join();  // its loop ends within one sleep (kSleepMs) of the stop
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::thread worker_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Poller>> Poller::Start(std::shared_ptr<VerbsContext> ctx,
@@ -33,8 +74,12 @@ absl::StatusOr<std::shared_ptr<Poller>> Poller::Start(std::shared_ptr<VerbsConte
   if (efd.get() < 0) return ErrnoStatus(ctx->label() + ": poller wake-up", "eventfd");
   std::shared_ptr<Poller> p(new Poller(std::move(ctx), std::move(efd)));
   p->running_.store(true, std::memory_order_release);
-  Poller* raw = p.get();
-  p->thread_ = std::thread([raw, thread_name] { raw->Loop(thread_name); });
+  // The thread keeps its poller (and so the context, CQ included) alive
+  // until its loop has ended, however the last other reference goes.
+  p->thread_ = std::thread([self = p, thread_name]() mutable {
+    self->Loop(thread_name);
+    self.reset();  // may destroy the poller here, after the loop
+  });
   p->thread_id_.store(p->thread_.get_id());
   return p;
 }
@@ -58,7 +103,9 @@ void Poller::Stop() {
   stop_.store(true, std::memory_order_release);
   Wake();
   if (OnPollerThread()) {
-    thread_.detach();  // a callback dropped the last reference; the loop exits by itself
+    // A callback on this thread stopped us: the loop ends when the callback
+    // returns (it holds the poller meanwhile); the reaper joins the thread.
+    Reaper::Adopt(std::move(thread_));
   } else {
     thread_.join();
   }

@@ -3,7 +3,11 @@
 // its connection (by QP number), and watches the connections' TCP bootstrap
 // sockets for an orderly close or peer death. It spins briefly on an empty CQ,
 // then sleeps on the completion channel (100 ms cap, so stopping is prompt).
-// Add/Remove/Watch are thread-safe.
+// Add/Remove/Watch are thread-safe. The thread holds its Poller until its
+// loop ends, so the Poller (with the context and CQ it keeps) is destroyed
+// only after that, on whichever thread drops the last reference; stopped
+// from its own thread (a callback), it is joined by a reaper thread rather
+// than detached.
 #pragma once
 
 #include <atomic>
@@ -33,7 +37,9 @@ class Poller {
   absl::Status Pin(int cpu);
   absl::StatusOr<std::vector<int>> Cpus();
 
-  // Joins the thread and fails the connections still registered.
+  // Ends the loop and fails the connections still registered; joins the
+  // thread (from the poller thread itself: hands it to the reaper). A Poller
+  // lives until Stop: its thread holds it.
   void Stop();
   bool running() const { return running_.load(std::memory_order_acquire); }
   bool OnPollerThread() const { return std::this_thread::get_id() == thread_id_.load(); }
