@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <queue>
+#include <utility>
 
 namespace mixnet::sim {
 namespace {
@@ -28,6 +30,12 @@ struct Component {
 
 // Max-min rates of `active` flows (local indices into comp.flows) by
 // progressive filling. `lflows[i]` lists local link indices of local flow i.
+// The bottleneck each round is the link with the smallest fair share
+// rem / count (ties: the lowest index), found with a min-heap: a link's
+// share only grows as flows on it freeze (each freezes at the global
+// minimum, which is at most the link's share), so an entry whose key is no
+// longer the link's is stale and skipped. O((links + path lengths) log links)
+// per fill, where scanning every link per round was O(links^2).
 void FillRates(const std::vector<double>& cap, const std::vector<std::vector<int>>& lflows,
                const std::vector<int>& active, std::vector<double>& rate, std::vector<double>& rem,
                std::vector<int>& count, std::vector<char>& frozen,
@@ -41,19 +49,17 @@ void FillRates(const std::vector<double>& cap, const std::vector<std::vector<int
     frozen[f] = 0;
     for (int l : lflows[f]) ++count[l];
   }
+  using Entry = std::pair<double, int>;  // (share, link): smallest first, then lowest link
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  auto share_of = [&](int l) { return std::max(0.0, rem[l]) / count[l]; };
+  for (int l = 0; l < nl; ++l) {
+    if (count[l] > 0) heap.emplace(share_of(l), l);
+  }
   int left = static_cast<int>(active.size());
-  while (left > 0) {
-    int best = -1;
-    double share = kInf;
-    for (int l = 0; l < nl; ++l) {
-      if (count[l] == 0) continue;
-      const double s = std::max(0.0, rem[l]) / count[l];
-      if (s < share) {
-        share = s;
-        best = l;
-      }
-    }
-    if (best < 0) break;  // remaining flows have no links (not expected)
+  while (left > 0 && !heap.empty()) {
+    const auto [share, best] = heap.top();
+    heap.pop();
+    if (count[best] == 0 || share != share_of(best)) continue;  // stale
     // Freeze every unfrozen flow on the bottleneck link at `share`.
     for (int f : link_flows[best]) {
       if (frozen[f]) continue;
@@ -63,6 +69,9 @@ void FillRates(const std::vector<double>& cap, const std::vector<std::vector<int
       for (int l : lflows[f]) {
         rem[l] -= share;
         --count[l];
+      }
+      for (int l : lflows[f]) {
+        if (count[l] > 0 && l != best) heap.emplace(share_of(l), l);
       }
     }
   }
