@@ -26,9 +26,12 @@ inline size_t Count(int src, int dst, uint64_t iter, size_t scale) {
 }
 
 // One checksummed alltoallv where rank src sends count(src, dst) bytes to
-// rank dst; every byte and the guard bytes verified.
+// rank dst; every byte and the guard bytes verified. When the call fails,
+// the blocks from the ranks in `intact` are still checked (DataLoss naming
+// the byte when one is wrong; else the call's error).
 inline absl::Status CheckedAlltoallv(collectives::Communicator& comm, uint64_t iter,
-                                     const std::function<size_t(int, int)>& count) {
+                                     const std::function<size_t(int, int)>& count,
+                                     const std::vector<int>& intact = {}) {
   const int n = comm.size(), me = comm.rank();
   std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
   size_t st = 0, rt = 0;
@@ -45,7 +48,18 @@ inline absl::Status CheckedAlltoallv(collectives::Communicator& comm, uint64_t i
     for (size_t k = 0; k < sc[j]; ++k) send[sd[j] + k] = Byte(me, j, iter, k);
   }
   collectives::AlltoallvArgs a{send.data(), st, sc, sd, recv.data(), rt, rc, rd};
-  RETURN_IF_ERROR(collectives::Alltoallv(comm, a));
+  if (absl::Status s = collectives::Alltoallv(comm, a); !s.ok()) {
+    for (int j : intact) {
+      for (size_t k = 0; k < rc[j]; ++k) {
+        if (recv[rd[j] + k] != Byte(j, me, iter, k)) {
+          return absl::DataLossError(absl::StrCat("rank ", me, " call ", iter, ": byte ", k, " of ",
+                                                  rc[j], " from rank ", j,
+                                                  " is wrong; the call: ", s.ToString()));
+        }
+      }
+    }
+    return s;
+  }
   for (int j = 0; j < n; ++j) {
     for (size_t k = 0; k < rc[j]; ++k) {
       if (recv[rd[j] + k] != Byte(j, me, iter, k)) {

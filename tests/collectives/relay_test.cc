@@ -234,41 +234,6 @@ TEST(Relay, AKilledRelayIsReportedByTheOthers) {
   }
 }
 
-// One alltoallv with counts `count` (contents as CheckedAlltoallv's); the
-// call's status, and whether the blocks from the ranks in `intact` arrived
-// whole (checked even when the call fails).
-absl::Status AlltoallvKeeping(Communicator& comm, uint64_t iter,
-                              const std::function<size_t(int, int)>& count,
-                              const std::vector<int>& intact) {
-  const int n = comm.size(), me = comm.rank();
-  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
-  size_t st = 0, rt = 0;
-  for (int j = 0; j < n; ++j) {
-    sc[j] = count(me, j);
-    sd[j] = st;
-    st += sc[j];
-    rc[j] = count(j, me);
-    rd[j] = rt;
-    rt += rc[j];
-  }
-  std::vector<uint8_t> send(st), recv(rt, 0xEE);
-  for (int j = 0; j < n; ++j) {
-    for (size_t k = 0; k < sc[j]; ++k) send[sd[j] + k] = testing::Byte(me, j, iter, k);
-  }
-  AlltoallvArgs a{send.data(), st, sc, sd, recv.data(), rt, rc, rd};
-  absl::Status s = Alltoallv(comm, a);
-  for (int j : intact) {
-    for (size_t k = 0; k < rc[j]; ++k) {
-      if (recv[rd[j] + k] != testing::Byte(j, me, iter, k)) {
-        return absl::DataLossError(absl::StrCat("rank ", me, ": byte ", k, " of ", rc[j],
-                                                " from rank ", j,
-                                                " is wrong; the call: ", s.ToString()));
-      }
-    }
-  }
-  return s;
-}
-
 // The relay dies at a known point (it SIGKILLs itself after forwarding
 // 1 MiB of the 2 x 4 MiB it relays between h0 and h2): each survivor's call
 // fails naming rank 1, but only after the other survivor's block arrived
@@ -287,7 +252,7 @@ TEST(Relay, AKilledRelayLosesNothingBetweenTheOthers) {
         RETURN_IF_ERROR(comm->SetRouting(LinePlan(6.0 * kMiB)));
         if (rank == 1) comm->TestOnlyDieAfterForwarding(kMiB);
         const std::vector<int> intact = rank == 1 ? std::vector<int>{} : std::vector<int>{2 - rank};
-        absl::Status s = AlltoallvKeeping(
+        absl::Status s = CheckedAlltoallv(
             *comm, 0, [](int a, int b) { return a + b == 2 ? 6 * kMiB : kMiB; }, intact);
         if (s.ok()) return absl::InternalError("the call succeeded though the relay died");
         if (s.code() == absl::StatusCode::kDataLoss) return s;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -71,19 +72,34 @@ void Fd::reset() {
   fd_ = -1;
 }
 
-absl::StatusOr<std::string> InterfaceIpv4(const std::string& ifname) {
+namespace {
+
+// The interfaces' IPv4 addresses in getifaddrs order: (name, flags,
+// "a.b.c.d"); `pick` returns true to stop. Errors only when the list cannot
+// be read.
+absl::Status ForEachIpv4(
+    const std::function<bool(const char* name, unsigned flags, const std::string& ip)>& pick) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return ErrnoStatus("listing interfaces", "getifaddrs");
-  std::string found;
   for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if (ifname != i->ifa_name) continue;
     char buf[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
-    found = buf;
-    break;
+    if (pick(i->ifa_name, i->ifa_flags, buf)) break;
   }
   freeifaddrs(list);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> InterfaceIpv4(const std::string& ifname) {
+  std::string found;
+  RETURN_IF_ERROR(ForEachIpv4([&](const char* name, unsigned, const std::string& ip) {
+    if (ifname != name) return false;
+    found = ip;
+    return true;
+  }));
   if (found.empty()) {
     return absl::NotFoundError(absl::StrCat("interface '", ifname, "' has no IPv4 address"));
   }
@@ -91,36 +107,23 @@ absl::StatusOr<std::string> InterfaceIpv4(const std::string& ifname) {
 }
 
 absl::StatusOr<std::string> InterfaceWithIpv4(const std::string& ip) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return ErrnoStatus("listing interfaces", "getifaddrs");
   std::string found;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
-    if (ip == buf) {
-      found = i->ifa_name;
-      break;
-    }
-  }
-  freeifaddrs(list);
+  RETURN_IF_ERROR(ForEachIpv4([&](const char* name, unsigned, const std::string& addr) {
+    if (addr != ip) return false;
+    found = name;
+    return true;
+  }));
   if (found.empty()) return absl::NotFoundError(absl::StrCat("no interface holds ", ip));
   return found;
 }
 
 std::string DefaultIpv4() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "127.0.0.1";
   std::string found = "127.0.0.1";
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
-    found = buf;
-    break;
-  }
-  freeifaddrs(list);
+  (void)ForEachIpv4([&](const char*, unsigned flags, const std::string& ip) {
+    if ((flags & IFF_UP) == 0 || (flags & IFF_LOOPBACK) != 0) return false;
+    found = ip;
+    return true;
+  });
   return found;
 }
 
