@@ -2,6 +2,7 @@
 #include "runtime/transport/verbs/queue_pair.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -21,6 +22,23 @@ constexpr uint8_t kAckTimeout = 18;
 constexpr uint8_t kRetryCount = 7;
 constexpr uint8_t kRnrRetry = 7;
 constexpr uint8_t kMinRnrTimer = 5;  // 0.06 ms
+// With stall detection (OCS NICs) the ACK timeout is cut so that retries end
+// within the stall time, but not below 4.096 us x 2^8 (1 ms per try): a
+// circuit is one hop, yet the peer's HCA still needs its turn.
+constexpr uint8_t kMinAckTimeout = 8;
+
+}  // namespace
+
+uint8_t AckTimeoutFor(absl::Duration stall) {
+  if (stall <= absl::ZeroDuration()) return kAckTimeout;
+  // The largest t with (retries + 1) x 4.096 us x 2^t within the stall time.
+  const double per_try_us = absl::ToDoubleMicroseconds(stall) / (kRetryCount + 1);
+  int t = 0;
+  while (t < kAckTimeout && 4.096 * std::ldexp(1.0, t + 1) <= per_try_us) ++t;
+  return static_cast<uint8_t>(std::max(t, static_cast<int>(kMinAckTimeout)));
+}
+
+namespace {
 
 uint32_t RandomPsn() {
   static thread_local std::mt19937 rng(std::random_device{}());
@@ -129,7 +147,7 @@ absl::Status QueuePair::Connect(const QpInfo& remote, const std::string& peer, i
   if (rc != 0) return VerbsError(what, "ibv_modify_qp(RTR)", rc);
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
-  s.timeout = kAckTimeout;
+  s.timeout = AckTimeoutFor(ctx_->stall_timeout());
   s.retry_cnt = kRetryCount;
   s.rnr_retry = kRnrRetry;
   s.sq_psn = psn_;

@@ -16,6 +16,13 @@
 
 namespace mixnet::transport::verbs {
 
+// The RC local ACK timeout exponent (4.096 us x 2^t per try, 7 retries) for
+// a device whose paths are dropped after `stall` without answer
+// (MIXNET_PATH_STALL_MS on OCS NICs): the largest t whose 8 tries fit in
+// `stall`, at least 8; without stall detection (zero) 18, about 1 s per try
+// and 8.6 s in all, like NCCL's default.
+uint8_t AckTimeoutFor(absl::Duration stall);
+
 class QueuePair {
  public:
   // Creates the QP (in INIT) with room for `send_depth` / `recv_depth` work

@@ -64,6 +64,7 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   }
   traffic_class_ = options.ib_tc;
   service_level_ = options.ib_sl;
+  stall_timeout_ = options.stall_timeout;
   // The NIC: its interface (given, or the one holding the bind address) and
   // IPv4 address pick the adapter, the port and the GID (nic_adapter.h).
   ifname_ = options.ifname;

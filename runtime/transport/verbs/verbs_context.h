@@ -36,8 +36,9 @@ class VerbsContext {
   const std::string& device_name() const { return device_name_; }
   int port() const { return port_; }
   int gid_index() const { return gid_index_; }
-  int traffic_class() const { return traffic_class_; }  // DeviceOptions::ib_tc
-  int service_level() const { return service_level_; }  // DeviceOptions::ib_sl
+  int traffic_class() const { return traffic_class_; }             // DeviceOptions::ib_tc
+  int service_level() const { return service_level_; }             // DeviceOptions::ib_sl
+  absl::Duration stall_timeout() const { return stall_timeout_; }  // DeviceOptions
   // "mlx5_0:1" and, for messages, "mlx5_0 port 1".
   std::string short_name() const;
   std::string label() const;
@@ -70,6 +71,7 @@ class VerbsContext {
   int gid_index_ = 0;
   int traffic_class_ = 0;
   int service_level_ = 0;
+  absl::Duration stall_timeout_ = absl::ZeroDuration();
   std::string ifname_;    // the NIC's interface ("" when not known)
   std::string nic_ipv4_;  // its IPv4 address ("" when not known)
   uint8_t link_layer_ = IBV_LINK_LAYER_INFINIBAND;

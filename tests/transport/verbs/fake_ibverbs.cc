@@ -82,6 +82,10 @@ struct Rtr {
   int sl, global, tc;
 };
 std::vector<Rtr>& g_rtrs = *new std::vector<Rtr>;
+struct Rts {
+  int timeout, retry_cnt;
+};
+std::vector<Rts>& g_rtss = *new std::vector<Rts>;
 std::vector<ibv_device*>& g_devices = *new std::vector<ibv_device*>;  // lives until exit
 std::map<uint32_t, FakeQp*> g_qps;
 std::map<uint32_t, FakeMr*> g_mrs;  // by key (lkey == rkey)
@@ -359,6 +363,16 @@ int64_t fake_ibverbs_live_mrs() {
   std::lock_guard<std::mutex> lock(g_mu);
   return static_cast<int64_t>(g_mrs.size());
 }
+int fake_ibverbs_rts_count() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return static_cast<int>(g_rtss.size());
+}
+void fake_ibverbs_rts(int i, int* timeout, int* retry_cnt) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const Rts& r = g_rtss.at(static_cast<size_t>(i));
+  *timeout = r.timeout;
+  *retry_cnt = r.retry_cnt;
+}
 int fake_ibverbs_rtr_count() {
   std::lock_guard<std::mutex> lock(g_mu);
   return static_cast<int>(g_rtrs.size());
@@ -621,6 +635,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
       break;
     case IBV_QPS_RTS:
       if (from != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN)) return EINVAL;
+      if (mask & IBV_QP_TIMEOUT) g_rtss.push_back(Rts{a->timeout, a->retry_cnt});
       break;
     case IBV_QPS_ERR:
       ToError(q);

@@ -19,5 +19,8 @@ int64_t fake_ibverbs_live_qps();
 // Queue pairs moved to RTR so far, and the address vector of the i-th:
 // service level, whether it is global (has a GRH) and the GRH's traffic class.
 int fake_ibverbs_rtr_count();
+// Queue pairs moved to RTS so far, and the i-th's ACK timeout and retry count.
+int fake_ibverbs_rts_count();
+void fake_ibverbs_rts(int i, int* timeout, int* retry_cnt);
 void fake_ibverbs_rtr(int i, int* sl, int* global, int* traffic_class);
 }

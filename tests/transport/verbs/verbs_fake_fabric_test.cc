@@ -624,6 +624,13 @@ TEST(FakeFabricSetupTest, ServiceLevelAndTrafficClass) {
     classes.insert(tc);
   }
   EXPECT_EQ(classes, (std::multiset<int>{106, 184}));
+  // No stall detection on these devices: NCCL's 18 and 7 retries.
+  const int rts = fake_ibverbs_rts_count();
+  ASSERT_GE(rts, 2);
+  int timeout = -1, retries = -1;
+  fake_ibverbs_rts(rts - 1, &timeout, &retries);
+  EXPECT_EQ(timeout, 18);
+  EXPECT_EQ(retries, 7);
   o.ib_tc = 256;
   EXPECT_EQ(CreateVerbsDevice(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.ib_tc = 0;
@@ -632,6 +639,29 @@ TEST(FakeFabricSetupTest, ServiceLevelAndTrafficClass) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("MIXNET_IB_SL"));
   fake_ibverbs_configure(2, 0);
+}
+
+// Stall detection (MIXNET_PATH_STALL_MS, set on OCS NICs) shortens the RC
+// ACK timeout so a dark circuit's retries end within it: 200 ms -> 2^12 x
+// 4.096 us (16.8 ms) a try, 8 tries 134 ms (hand-worked in verbs_unit_test).
+TEST(FakeFabricSetupTest, StallTimeShortensTheAckTimeout) {
+  fake_ibverbs_configure(1, 0);
+  DeviceOptions o;
+  o.bind_address = "127.0.0.1";
+  o.stall_timeout = absl::Milliseconds(200);
+  auto a = CreateVerbsDevice(o);
+  auto b = CreateVerbsDevice(o);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  const int before = fake_ibverbs_rts_count();
+  auto [ca, cb] = Connect(a->get(), b->get());
+  ASSERT_NE(ca, nullptr);
+  ASSERT_EQ(fake_ibverbs_rts_count(), before + 2);
+  for (int i = before; i < before + 2; ++i) {
+    int timeout = -1, retries = -1;
+    fake_ibverbs_rts(i, &timeout, &retries);
+    EXPECT_EQ(timeout, 12);
+    EXPECT_EQ(retries, 7);
+  }
 }
 
 // All-to-all among 4 devices, each rank a thread, every pair connected.

@@ -14,6 +14,7 @@
 #include "runtime/transport/verbs/address.h"
 #include "runtime/transport/verbs/memory_registry.h"
 #include "runtime/transport/verbs/nic_adapter.h"
+#include "runtime/transport/verbs/queue_pair.h"
 #include "runtime/transport/verbs/verbs_device.h"
 #include "runtime/transport/verbs/wire.h"
 #include "tests/transport/verbs/sysfs_tree.h"
@@ -459,6 +460,18 @@ TEST(NicAdapterTest, ChooseGid) {
   // InfiniBand: index 0 unless told.
   EXPECT_EQ(*ChooseGid({}, 128, false, -1, "", 0, "x"), 0);
   EXPECT_EQ(*ChooseGid({}, 128, false, 2, "", 0, "x"), 2);
+}
+
+// The RC ACK timeout from the stall time, hand-worked: 8 tries of
+// 4.096 us x 2^t within the stall. 1000 ms: 125 ms a try, 2^14 x 4.096 us =
+// 67 ms (2^15 = 134 ms is too long); 200 ms: 25 ms a try, t = 12 (16.8 ms);
+// 1 ms: floored at 8; none: 18, NCCL's.
+TEST(QueuePairTest, AckTimeoutFollowsTheStallTime) {
+  EXPECT_EQ(AckTimeoutFor(absl::Milliseconds(1000)), 14);
+  EXPECT_EQ(AckTimeoutFor(absl::Milliseconds(200)), 12);
+  EXPECT_EQ(AckTimeoutFor(absl::Milliseconds(1)), 8);
+  EXPECT_EQ(AckTimeoutFor(absl::ZeroDuration()), 18);
+  EXPECT_EQ(AckTimeoutFor(absl::Seconds(100)), 18);  // never above NCCL's
 }
 
 }  // namespace
