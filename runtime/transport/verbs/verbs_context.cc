@@ -62,6 +62,10 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("verbs: service level ", options.ib_sl, " outside 0..15 (MIXNET_IB_SL)"));
   }
+  if (options.ib_port < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "verbs: port ", options.ib_port, " is negative (MIXNET_IB_PORT; 0: the NIC's port)"));
+  }
   traffic_class_ = options.ib_tc;
   service_level_ = options.ib_sl;
   stall_timeout_ = options.stall_timeout;

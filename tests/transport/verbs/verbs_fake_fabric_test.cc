@@ -638,6 +638,9 @@ TEST(FakeFabricSetupTest, ServiceLevelAndTrafficClass) {
   absl::StatusOr<std::unique_ptr<Device>> bad = CreateVerbsDevice(o);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("MIXNET_IB_SL"));
+  o.ib_sl = 0;
+  o.ib_port = -1;
+  EXPECT_EQ(CreateVerbsDevice(o).status().code(), absl::StatusCode::kInvalidArgument);
   fake_ibverbs_configure(2, 0);
 }
 
