@@ -269,26 +269,27 @@ absl::Status DynamicCall::HandleRelay(const Op& op, const absl::Status& status, 
         s.code() == absl::StatusCode::kInvalidArgument)) {
     return Lost(op.peer, s);
   }
-  // A failure on a direct link kills it (nothing more lands through it) and
-  // is recovered over EPS; one on an EPS path is a lost member.
-  auto lost = [&](const char* what) -> absl::Status {
-    if (!op.link) return Lost(op.peer, s);
+  // A failure on a direct link (EPS failures were handled above) kills it
+  // (nothing more lands through it) and is recovered over EPS.
+  auto lost = [&](const char* what) {
     // Once per link: the chunks after the first fail on the killed link.
     if (op.link->usable())
       log::Info("rank {}: relay {} chunk {} with {} lost on {}: {}", me_, what, op.chunk,
                 comm_.PeerName(op.peer), op.link->path().local_nic, s.ToString());
     op.link->Kill(s);
-    return absl::OkStatus();
   };
   switch (op.kind) {
     case OpKind::kRelaySend:
-      if (!s.ok()) return lost("send");  // the destination's receipt names what to re-send
+      if (!s.ok()) {
+        lost("send");  // the destination's receipt names what to re-send
+        return absl::OkStatus();
+      }
       comm_.CountRelaySent(op.expect);
       if (op.link) comm_.CountDirectBytes(op.expect);
       return absl::OkStatus();
     case OpKind::kForwardRecv: {
       Forward& f = forwards_[op.piece];
-      if (!s.ok()) RETURN_IF_ERROR(lost("receive"));
+      if (!s.ok()) lost("receive");
       f.got[op.chunk] = s.ok() ? got : 0;  // what arrived goes on
       f.received[op.chunk] = true;
       return absl::OkStatus();
@@ -301,7 +302,10 @@ absl::Status DynamicCall::HandleRelay(const Op& op, const absl::Status& status, 
       f.buffers.erase(it);
       relay_held_ -= len;
       --f.in_flight;
-      if (!s.ok()) return lost("forward");  // the destination sees the loss
+      if (!s.ok()) {
+        lost("forward");  // the destination sees the loss
+        return absl::OkStatus();
+      }
       comm_.CountRelayForwarded(op.expect);
       if (op.link) comm_.CountDirectBytes(op.expect);
       return absl::OkStatus();
@@ -310,7 +314,7 @@ absl::Status DynamicCall::HandleRelay(const Op& op, const absl::Status& status, 
       RelayIn& ri = relay_in_[op.piece];
       if (ri.drain && s.code() == absl::StatusCode::kInvalidArgument) s = absl::OkStatus();
       const bool arrived = s.ok() && got == op.expect;
-      if (!s.ok()) RETURN_IF_ERROR(lost("receive"));
+      if (!s.ok()) lost("receive");
       if (!arrived && !ri.drain) ri.missing = true;
       if (--ri.left == 0 && ri.missing) {
         log::Info(

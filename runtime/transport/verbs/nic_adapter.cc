@@ -24,7 +24,7 @@ std::string ReadLine(const fs::path& p) {
   return std::string(absl::StripAsciiWhitespace(line));
 }
 
-bool IsEmpty(const std::array<uint8_t, 16>& raw) {
+bool IsEmpty(const Gid& raw) {
   return std::all_of(raw.begin(), raw.end(), [](uint8_t b) { return b == 0; });
 }
 
@@ -78,7 +78,7 @@ absl::StatusOr<AdapterPort> AdapterOfInterface(const std::string& sysfs_root,
   return out;
 }
 
-std::string GidIpv4(const std::array<uint8_t, 16>& raw) {
+std::string GidIpv4(const Gid& raw) {
   const bool mapped =
       std::all_of(raw.begin(), raw.begin() + 10, [](uint8_t b) { return b == 0; }) &&
       raw[10] == 0xff && raw[11] == 0xff;
@@ -91,13 +91,9 @@ std::string DescribeGids(const std::vector<GidEntry>& table) {
   for (const GidEntry& e : table) {
     if (IsEmpty(e.raw)) continue;
     const std::string v4 = GidIpv4(e.raw);
-    std::string gid;
-    for (int i = 0; i < 16; i += 2) {
-      absl::StrAppend(&gid, i == 0 ? "" : ":", absl::Hex(e.raw[i] << 8 | e.raw[i + 1]));
-    }
-    parts.push_back(
-        absl::StrCat(e.index, ": ", e.roce_v2 ? "RoCE v2 " : "", v4.empty() ? gid : v4,
-                     e.ndev_ifindex != 0 ? absl::StrCat(" (ifindex ", e.ndev_ifindex, ")") : ""));
+    parts.push_back(absl::StrCat(
+        e.index, ": ", e.roce_v2 ? "RoCE v2 " : "", v4.empty() ? GidToString(e.raw) : v4,
+        e.ndev_ifindex != 0 ? absl::StrCat(" (ifindex ", e.ndev_ifindex, ")") : ""));
   }
   return parts.empty() ? "no entries" : absl::StrJoin(parts, "; ");
 }

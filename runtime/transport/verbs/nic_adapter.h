@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/transport/verbs/address.h"
 
 namespace mixnet::transport::verbs {
 
@@ -38,12 +39,12 @@ absl::StatusOr<AdapterPort> AdapterOfInterface(const std::string& sysfs_root,
 struct GidEntry {
   int index = 0;
   bool roce_v2 = false;  // IBV_GID_TYPE_ROCE_V2
-  std::array<uint8_t, 16> raw{};
+  Gid raw{};
   uint32_t ndev_ifindex = 0;  // the netdev it belongs to (0: unknown)
 };
 
 // The IPv4 address inside a v4-mapped GID (::ffff:a.b.c.d), or "".
-std::string GidIpv4(const std::array<uint8_t, 16>& raw);
+std::string GidIpv4(const Gid& raw);
 // "index: type gid (ifindex)" per entry, for messages.
 std::string DescribeGids(const std::vector<GidEntry>& table);
 

@@ -17,6 +17,7 @@
 #include "runtime/common/status.h"
 #include "runtime/transport/verbs/address.h"
 #include "runtime/transport/verbs/bootstrap.h"
+#include "runtime/transport/verbs/nic_adapter.h"
 #include "runtime/transport/verbs/poller.h"
 #include "runtime/transport/verbs/verbs_connection.h"
 #include "runtime/transport/verbs/verbs_context.h"
@@ -34,11 +35,8 @@ std::string AdvertisedIp(const DeviceOptions& o, const VerbsContext& ctx) {
     if (ip.ok()) return *ip;
     log::Warn("verbs: {}; advertising another address", ip.status().ToString());
   }
-  const Gid& g = ctx.gid();
-  bool v4_mapped = ctx.ethernet() && g[10] == 0xff && g[11] == 0xff;
-  for (int i = 0; i < 10 && v4_mapped; ++i) v4_mapped = g[i] == 0;
-  if (v4_mapped) return absl::StrCat(g[12], ".", g[13], ".", g[14], ".", g[15]);
-  return DefaultIpv4();
+  const std::string in_gid = ctx.ethernet() ? GidIpv4(ctx.gid()) : "";
+  return in_gid.empty() ? DefaultIpv4() : in_gid;
 }
 
 // "a.b.c.d" of the socket's remote end, for messages.
