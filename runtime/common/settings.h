@@ -68,6 +68,10 @@ namespace mixnet {
     "verbs: traffic class (GRH TClass, DSCP << 2) of RoCE/global queue pairs, 0..255; NCCL's "   \
     "per-communicator class wins when it passes one")                                            \
   X(int64_t, ib_sl, "MIXNET_IB_SL", 0, "verbs: InfiniBand service level of queue pairs, 0..15")  \
+  X(int64_t, ib_unexpected_bytes, "MIXNET_IB_UNEXPECTED_BYTES", 4 << 20,                        \
+    "verbs: eager payload (messages up to 8144 bytes) a connection copies for receives not yet " \
+    "posted; beyond it they wait in their receive slots and the sender waits for credits. "      \
+    "Larger messages stay at the sender until their receive is posted")                         \
   X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")       \
   X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")        \
   X(std::string, store, "MIXNET_STORE", "",                                                      \

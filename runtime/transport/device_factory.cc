@@ -50,6 +50,7 @@ DeviceOptions DeviceOptionsFromSettings() {
   o.ib_gid_index = static_cast<int>(s.ib_gid_index);
   o.ib_tc = static_cast<int>(s.ib_tc);
   o.ib_sl = static_cast<int>(s.ib_sl);
+  o.ib_unexpected_bytes = s.ib_unexpected_bytes;
   return o;
 }
 

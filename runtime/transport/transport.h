@@ -152,6 +152,11 @@ struct DeviceOptions {
   std::string sysfs_root = "/sys";
   int ib_tc = 0;  // traffic class of global (RoCE) queue pairs, 0..255
   int ib_sl = 0;  // service level, 0..15
+  // Eager payload one connection holds in copies for receives not yet posted;
+  // beyond it such messages wait in their receive slots and the sender is
+  // held back by credits (verbs_connection.h). Rendezvous messages hold no
+  // payload at the receiver.
+  int64_t ib_unexpected_bytes = int64_t{4} << 20;
   // Invoked once per connection that fails.
   FailureCallback on_failure;
   // Stall detection (zero: off). TCP: TCP_USER_TIMEOUT plus keepalive probes

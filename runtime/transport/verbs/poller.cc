@@ -152,6 +152,20 @@ std::shared_ptr<VerbsConnection> Poller::Lookup(uint32_t qpn) {
   return it == conns_.end() ? nullptr : it->second.conn;
 }
 
+absl::Duration KeepAliveInterval(absl::Duration stall) {
+  if (stall <= absl::ZeroDuration()) return absl::ZeroDuration();
+  return std::max(stall / 4, absl::Milliseconds(10));
+}
+
+void Poller::KeepAliveAll() {
+  std::vector<std::shared_ptr<VerbsConnection>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [qpn, e] : conns_) all.push_back(e.conn);
+  }
+  for (auto& c : all) c->KeepAlive();
+}
+
 void Poller::FailAll(const std::string& why, bool report) {
   std::vector<std::shared_ptr<VerbsConnection>> all;
   {
@@ -200,8 +214,21 @@ void Poller::Loop(std::string thread_name) {
   std::vector<std::shared_ptr<VerbsConnection>> owners;  // parallel to fds (from index 2)
   int idle = 0;
   absl::Time last_socket_check = absl::Now();
+  const absl::Duration keepalive = KeepAliveInterval(ctx_->stall_timeout());
+  const int sleep_ms =
+      keepalive > absl::ZeroDuration()
+          ? std::min<int>(kSleepMs, static_cast<int>(absl::ToInt64Milliseconds(keepalive)))
+          : kSleepMs;
+  absl::Time next_keepalive = absl::Now() + keepalive;
   while (!stop_.load(std::memory_order_acquire)) {
     int n = Drain();
+    if (keepalive > absl::ZeroDuration()) {
+      const absl::Time now = absl::Now();
+      if (now >= next_keepalive) {
+        next_keepalive = now + keepalive;
+        KeepAliveAll();
+      }
+    }
     if (n > 0) {
       idle = 0;
       if (absl::Now() - last_socket_check < kSocketCheckInterval) continue;
@@ -218,7 +245,7 @@ void Poller::Loop(std::string thread_name) {
         idle = 0;
         continue;
       }
-      timeout_ms = kSleepMs;
+      timeout_ms = sleep_ms;
     }
     {
       std::vector<std::shared_ptr<VerbsConnection>> old;

@@ -2,7 +2,8 @@
 // ("mx-verbs-<dev>") that polls the device's CQ, hands each work completion to
 // its connection (by QP number), and watches the connections' TCP bootstrap
 // sockets for an orderly close or peer death. It spins briefly on an empty CQ,
-// then sleeps on the completion channel (100 ms cap, so stopping is prompt).
+// then sleeps on the completion channel (100 ms cap, so stopping is prompt;
+// shorter with keepalives, see KeepAliveInterval).
 // Add/Remove/Watch are thread-safe. The thread holds its Poller until its
 // loop ends, so the Poller (with the context and CQ it keeps) is destroyed
 // only after that, on whichever thread drops the last reference; stopped
@@ -26,6 +27,10 @@
 namespace mixnet::transport::verbs {
 
 class VerbsConnection;
+
+// How often the poller of a device with stall detection (`stall` > 0) calls
+// its connections' KeepAlive: stall / 4, at least 10 ms; zero without.
+absl::Duration KeepAliveInterval(absl::Duration stall);
 
 class Poller {
  public:
@@ -64,6 +69,7 @@ class Poller {
   std::shared_ptr<VerbsConnection> Lookup(uint32_t qpn);
   void Wake();
   void FailAll(const std::string& why, bool report);
+  void KeepAliveAll();
 
   const std::shared_ptr<VerbsContext> ctx_;
   const Fd event_fd_;

@@ -169,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::Irecv(void* buf, size_
     if (closing_) return absl::FailedPreconditionError("receive on a closing verbs connection");
     auto it = unexpected_.find(tag);
     if (it != unexpected_.end() && !it->second.empty()) {
-      std::shared_ptr<Unexpected> u = std::move(it->second.front());
+      std::unique_ptr<Unexpected> u = std::move(it->second.front());
       it->second.pop_front();
       if (it->second.empty()) unexpected_.erase(it);
       MatchHeldLocked(std::move(r), std::move(u));
@@ -196,10 +196,7 @@ void VerbsConnection::FailRequestsLocked(const absl::Status& st) {
     for (auto& r : q) r->req->Complete(st, 0);
   }
   posted_.clear();
-  for (auto& [cookie, t] : rendezvous_) {
-    if (t.recv != nullptr) t.recv->req->Complete(st, 0);
-    if (t.pulled != nullptr && t.pulled->waiter != nullptr) t.pulled->waiter->req->Complete(st, 0);
-  }
+  for (auto& [cookie, t] : rendezvous_) t.recv->req->Complete(st, 0);
   rendezvous_.clear();
   pending_.clear();
 }
@@ -211,6 +208,8 @@ void VerbsConnection::FailLocked(absl::Status status, bool report) {
   if (!peer_closed_) QpToErrorLocked();
   FailRequestsLocked(status);
   unexpected_.clear();
+  unexpected_copied_ = 0;
+  slots_held_ = 0;
   if (report && !peer_closed_) report_ = status;
 }
 
@@ -219,11 +218,12 @@ void VerbsConnection::PeerClosedLocked() {
   peer_closed_ = true;
   QpToErrorLocked();
   FailRequestsLocked(PeerClosedError(peer_name_));
-  // Messages that fully arrived stay receivable; others never will arrive.
+  // Eager messages that arrived stay receivable (their slots are no longer
+  // posted); announced rendezvous payloads never will arrive.
   for (auto it = unexpected_.begin(); it != unexpected_.end();) {
     auto& q = it->second;
     q.erase(std::remove_if(q.begin(), q.end(),
-                           [](const std::shared_ptr<Unexpected>& u) { return !u->ready; }),
+                           [](const std::unique_ptr<Unexpected>& u) { return u->rts; }),
             q.end());
     if (q.empty()) {
       unexpected_.erase(it++);

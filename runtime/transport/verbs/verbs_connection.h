@@ -8,31 +8,48 @@
 //  - Messages of at most `eager_max` bytes (8 KiB slots minus the header) go
 //    EAGER: copied into a registered send slot and SENT into one of the
 //    receiver's pre-posted receive slots. The send completes on its send
-//    completion. The receiver copies the payload into the matching receive, or
-//    into a heap buffer while none is posted, and re-posts the slot.
-//  - Larger messages rendezvous: the sender registers its buffer and SENDs an
-//    RTS {tag, length, id}. If a receive is posted, the receiver answers CTS
-//    {id, addr, rkey, cookie} naming the receive buffer itself (zero copy;
-//    registered at Irecv time). If none is posted, it allocates a buffer,
-//    answers CTS with that, and copies into the receive once one is posted;
-//    so a send never waits for the receiving application. The sender
-//    RDMA-WRITEs the payload, the last (or only) chunk WITH IMMEDIATE =
-//    cookie, and completes on that write's completion; the receive completes
-//    when the immediate arrives (RC places the data before it).
+//    completion. The receiver copies the payload into the matching receive.
+//    While none is posted it holds the message: a heap copy while the
+//    connection's unexpected eager bytes stay within `unexpected_bytes`
+//    (MIXNET_IB_UNEXPECTED_BYTES), beyond that in its receive slot, which is
+//    then neither re-posted nor credited until a receive takes the message:
+//    the sender runs out of credits and waits (back-pressure). So what a
+//    receiver holds for absent receives is bounded by `unexpected_bytes`
+//    plus its fixed, pre-registered receive slots.
+//  - Larger messages rendezvous, driven by the receiver: the sender registers
+//    its buffer and SENDs an RTS {tag, length, id}. If a receive is posted,
+//    the receiver answers CTS {id, addr, rkey, cookie} naming the receive
+//    buffer itself (zero copy; registered at Irecv time). If none is posted,
+//    it keeps only the RTS (tag, length, id) and answers once a receive is
+//    posted; until then the payload stays at the sender, whose send does not
+//    complete. The sender RDMA-WRITEs the payload, the last (or only) chunk
+//    WITH IMMEDIATE = cookie, and completes on that write's completion; the
+//    receive completes when the immediate arrives (RC places the data
+//    before it).
+//    Caveat of the bound: a receiver that waits on one tag while its slots
+//    are all held by unexpected eager messages of other tags waits until
+//    those are received (as with any bounded unexpected-message queue).
 //  - Matching happens only at the receiver, in arrival order (RC keeps a
 //    connection's messages in order), against receives posted per tag in
 //    posting order: FIFO per tag. Zero-byte messages are EAGER.
 //  - A receive smaller than its message fails with InvalidArgument; when the
-//    message is a rendezvous that found the receive posted, the receiver also
-//    NACKs and the send fails the same way (a send already done stays done).
-//  - Credits: each side pre-posts window + window/credit_batch + 2 receive
+//    message is a rendezvous one, the receiver also NACKs and the send fails
+//    the same way (its payload never left the sender).
+//  - Credits: each side pre-posts window + window/credit_batch + 3 receive
 //    slots and starts with `window` credits for the peer's slots. Every
 //    message except CREDIT costs one credit (a WRITE WITH IMMEDIATE consumes a
 //    receive slot too). A receiver returns credits in every header it sends,
 //    and with a standalone CREDIT message once credit_batch are owed. CREDIT
 //    messages need no credit (at most window/credit_batch + 1 can be
-//    unprocessed at the receiver, hence the spare slots), so flow control
-//    cannot deadlock and the receive queue never runs dry (no RNR).
+//    unprocessed at the receiver, plus one keepalive, hence the spare slots),
+//    so flow control cannot deadlock and the receive queue never runs dry (no
+//    RNR).
+//  - Keepalives: on a device with stall detection (OCS NICs,
+//    MIXNET_PATH_STALL_MS) the poller calls KeepAlive every stall/4; a
+//    connection that posted nothing since the previous call sends a CREDIT
+//    (at most one in flight). On a dark circuit its RC retries run out
+//    within the stall time (queue_pair.h), so an idle connection fails, and
+//    is reported, within about 1.5 x the stall time, as a busy one does.
 //  - Failure: a work completion error, a protocol error, or EOF on the TCP
 //    bootstrap socket fails every pending and future request with
 //    Unavailable naming the peer (and calls on_failure once). An orderly
@@ -72,7 +89,10 @@ struct ConnectionConfig {
   int send_slots = 80;
   int send_depth = 256;   // send work requests in flight (slots + writes)
   int traffic_class = 0;  // of the queue pair (ConnectOptions, else the device's)
-  int recv_depth() const { return static_cast<int>(window + window / credit_batch + 2); }
+  // Eager payload held in heap copies for receives not yet posted; beyond it
+  // messages wait in their receive slots (DeviceOptions::ib_unexpected_bytes).
+  size_t unexpected_bytes = size_t{4} << 20;
+  int recv_depth() const { return static_cast<int>(window + window / credit_batch + 3); }
 };
 
 // A registered, page-aligned buffer cut into fixed-size slots.
@@ -126,6 +146,9 @@ class VerbsConnection {
   bool OnBootstrapReadable();
   // The device is going away (poller stopped) or its CQ broke.
   void OnDeviceFailure(const std::string& why, bool report);
+  // Stall detection: sends a CREDIT when nothing was posted since the last
+  // call and no keepalive is in flight (protocol above).
+  void KeepAlive();
 
  private:
   struct SendOp {
@@ -144,19 +167,18 @@ class VerbsConnection {
     uint64_t tag = 0;
     MrRef mr;  // registered when large enough to be a write target
   };
-  // A message that arrived before its receive. Eager ones are ready at once;
-  // rendezvous ones are being written into `data` until `ready`.
+  // A message that arrived before its receive: an eager one's payload (a
+  // heap copy, or in receive slot `slot`), or a rendezvous one's RTS.
   struct Unexpected {
     uint64_t len = 0;
-    std::unique_ptr<uint8_t[]> data;
-    bool ready = false;
-    std::unique_ptr<RecvOp> waiter;  // matched before it was ready
+    std::unique_ptr<uint8_t[]> data;  // eager, copied
+    int slot = -1;                    // eager, held in its receive slot
+    bool rts = false;                 // rendezvous: the payload is at the sender
+    uint64_t send_id = 0;             // rts: the sender's id, for the CTS
   };
-  // Where a rendezvous write lands: a posted receive, or an Unexpected buffer.
+  // Where a rendezvous write lands: a posted receive.
   struct WriteTarget {
     std::unique_ptr<RecvOp> recv;
-    std::shared_ptr<Unexpected> pulled;
-    MrRef pulled_mr;
     size_t len = 0;
   };
   // Something waiting to be posted, in order.
@@ -189,12 +211,12 @@ class VerbsConnection {
   void MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHeader& h, const uint8_t* payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new receive meets a held message.
-  void MatchHeldLocked(std::unique_ptr<RecvOp> r, std::shared_ptr<Unexpected> u)
+  void MatchHeldLocked(std::unique_ptr<RecvOp> r, std::unique_ptr<Unexpected> u)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Completes `r` from a ready held message.
-  void CopyOutLocked(RecvOp& r, Unexpected& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Rendezvous for an RTS nobody waits for yet: pull it into a buffer.
-  void PullLocked(const WireHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An eager message with no receive posted: copied, or left in `slot` (then
+  // true: the caller must not re-post the slot).
+  bool HoldEagerLocked(const WireHeader& h, int slot, const uint8_t* payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueCtsLocked(uint64_t send_id, uint64_t addr, uint32_t rkey, WriteTarget t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteLandedLocked(uint32_t cookie) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -244,6 +266,9 @@ class VerbsConnection {
   int sq_free_ ABSL_GUARDED_BY(mu_) = 0;      // send queue entries available
   int recv_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   int send_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t posts_ ABSL_GUARDED_BY(mu_) = 0;          // send work requests posted
+  uint64_t posts_at_tick_ ABSL_GUARDED_BY(mu_) = 0;  // posts_ at the last KeepAlive
+  int keepalive_slot_ ABSL_GUARDED_BY(mu_) = -1;     // send slot of the keepalive in flight
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);    // send slots
   std::vector<uint64_t> slot_op_ ABSL_GUARDED_BY(mu_);  // EAGER send id per slot
   uint64_t next_send_id_ ABSL_GUARDED_BY(mu_) = 1;
@@ -251,8 +276,10 @@ class VerbsConnection {
   absl::flat_hash_map<uint64_t, std::shared_ptr<SendOp>> sends_ ABSL_GUARDED_BY(mu_);
   std::deque<OutMsg> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::deque<std::unique_ptr<RecvOp>>> posted_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::deque<std::shared_ptr<Unexpected>>> unexpected_
+  absl::flat_hash_map<uint64_t, std::deque<std::unique_ptr<Unexpected>>> unexpected_
       ABSL_GUARDED_BY(mu_);
+  size_t unexpected_copied_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in Unexpected::data
+  int slots_held_ ABSL_GUARDED_BY(mu_) = 0;            // receive slots holding messages
   absl::flat_hash_map<uint32_t, WriteTarget> rendezvous_ ABSL_GUARDED_BY(mu_);  // by cookie
 };
 

@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOp
         absl::StrCat(what, ": traffic class ", o.traffic_class, " outside 0..255"));
   }
   cfg.traffic_class = o.traffic_class >= 0 ? o.traffic_class : ctx_->traffic_class();
+  cfg.unexpected_bytes = static_cast<size_t>(options_.ib_unexpected_bytes);
   std::shared_ptr<VerbsConnection> conn;
   Fd fd;
   absl::StatusOr<Handshake> theirs;

@@ -42,6 +42,7 @@ void VerbsConnection::OnCompletion(const ibv_wc& wc) {
     const uint64_t id = slot_op_[slot];
     slot_op_[slot] = 0;
     free_slots_.push_back(slot);
+    if (slot == keepalive_slot_) keepalive_slot_ = -1;
     if (wc.status == IBV_WC_SUCCESS && id != 0) {
       // An eager message is in the peer's receive slot: the send is done.
       auto it = sends_.find(id);
@@ -114,10 +115,40 @@ void VerbsConnection::HandleRecvLocked(int slot, const ibv_wc& wc) {
     return;
   }
   credits_ += h->credits;
+  // (posted_ holds no empty queues.)
+  if (h->type == MsgType::kEager && !posted_.contains(h->tag)) {
+    // Nobody waits for it yet: copied, or left in this very slot, which is
+    // then neither re-posted nor credited until a receive takes it.
+    if (HoldEagerLocked(*h, slot, p + kWireHeaderBytes)) return;
+    ++owed_;
+    RepostRecvLocked(slot);
+    return;
+  }
   if (ConsumesCredit(h->type)) ++owed_;
   // Copies out everything it keeps, so the slot can be re-posted right after.
   HandleMessageLocked(*h, p + kWireHeaderBytes);
   if (UsableLocked()) RepostRecvLocked(slot);
+}
+
+bool VerbsConnection::HoldEagerLocked(const WireHeader& h, int slot, const uint8_t* payload) {
+  auto u = std::make_unique<Unexpected>();
+  u->len = h.length;
+  bool in_slot = false;
+  if (h.length > 0) {
+    if (unexpected_copied_ + h.length <= cfg_.unexpected_bytes) {
+      u->data.reset(new uint8_t[h.length]);
+      std::memcpy(u->data.get(), payload, h.length);
+      unexpected_copied_ += h.length;
+    } else {
+      // The copies are at their bound: the message stays where it landed and
+      // the sender gets this credit back only when a receive takes it.
+      u->slot = slot;
+      ++slots_held_;
+      in_slot = true;
+    }
+  }
+  unexpected_[h.tag].push_back(std::move(u));
+  return in_slot;
 }
 
 void VerbsConnection::HandleMessageLocked(const WireHeader& h, const uint8_t* payload) {
@@ -181,17 +212,13 @@ void VerbsConnection::ArrivalLocked(const WireHeader& h, const uint8_t* payload)
     MatchArrivalLocked(std::move(r), h, payload);
     return;
   }
-  if (h.type == MsgType::kRts) {
-    PullLocked(h);
-    return;
-  }
-  auto u = std::make_shared<Unexpected>();
+  // An RTS (eager messages nobody waits for are held by HandleRecvLocked).
+  // Receiver-driven: only the announcement is kept; the CTS goes out when a
+  // receive is posted (MatchHeldLocked), and the payload waits at the sender.
+  auto u = std::make_unique<Unexpected>();
   u->len = h.length;
-  if (h.length > 0) {
-    u->data.reset(new uint8_t[h.length]);
-    std::memcpy(u->data.get(), payload, h.length);
-  }
-  u->ready = true;
+  u->rts = true;
+  u->send_id = h.id;
   unexpected_[h.tag].push_back(std::move(u));
 }
 
@@ -237,34 +264,6 @@ void VerbsConnection::MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHe
   QueueCtsLocked(h.id, addr, rkey, std::move(t));
 }
 
-void VerbsConnection::PullLocked(const WireHeader& h) {
-  auto u = std::make_shared<Unexpected>();
-  u->len = h.length;
-  u->data.reset(new (std::nothrow) uint8_t[h.length]);
-  if (u->data == nullptr) {
-    FailLocked(absl::ResourceExhaustedError(absl::StrCat("cannot hold an unexpected message of ",
-                                                         h.length, " bytes from ", peer_name_)),
-               /*report=*/true);
-    return;
-  }
-  absl::StatusOr<MrRef> mr =
-      ctx_->registry().Acquire(u->data.get(), h.length, /*remote_write=*/true);
-  if (!mr.ok()) {
-    FailLocked(Annotate(mr.status(), absl::StrCat("holding an unexpected message of ", h.length,
-                                                  " bytes from ", peer_name_)),
-               /*report=*/true);
-    return;
-  }
-  const uint64_t addr = reinterpret_cast<uintptr_t>(u->data.get());
-  const uint32_t rkey = mr->rkey();
-  WriteTarget t;
-  t.len = h.length;
-  t.pulled = u;
-  t.pulled_mr = std::move(*mr);
-  unexpected_[h.tag].push_back(std::move(u));
-  QueueCtsLocked(h.id, addr, rkey, std::move(t));
-}
-
 void VerbsConnection::QueueCtsLocked(uint64_t send_id, uint64_t addr, uint32_t rkey,
                                      WriteTarget t) {
   uint32_t cookie = next_cookie_++;
@@ -289,40 +288,45 @@ void VerbsConnection::WriteLandedLocked(uint32_t cookie) {
   }
   WriteTarget t = std::move(it->second);
   rendezvous_.erase(it);
-  if (t.recv != nullptr) {
-    t.recv->mr.Reset();
-    t.recv->req->Complete(absl::OkStatus(), t.len);
-    return;
-  }
-  t.pulled_mr.Reset();
-  t.pulled->ready = true;
-  if (t.pulled->waiter != nullptr) {
-    std::unique_ptr<RecvOp> w = std::move(t.pulled->waiter);
-    CopyOutLocked(*w, *t.pulled);
-  }
+  t.recv->mr.Reset();
+  t.recv->req->Complete(absl::OkStatus(), t.len);
 }
 
-void VerbsConnection::MatchHeldLocked(std::unique_ptr<RecvOp> r, std::shared_ptr<Unexpected> u) {
+void VerbsConnection::MatchHeldLocked(std::unique_ptr<RecvOp> r, std::unique_ptr<Unexpected> u) {
+  if (u->rts) {
+    // The receive is here now: answer the sender's RTS (or NACK it).
+    WireHeader h;
+    h.type = MsgType::kRts;
+    h.tag = r->tag;
+    h.length = u->len;
+    h.id = u->send_id;
+    MatchArrivalLocked(std::move(r), h, nullptr);
+    FlushLocked();
+    return;
+  }
+  const uint8_t* payload =
+      u->slot >= 0 ? recv_buf_->slot(u->slot) + kWireHeaderBytes : u->data.get();
   if (u->len > r->cap) {
-    // The message is dropped (a rendezvous one once its write has landed).
+    // The message is dropped.
     r->req->Complete(absl::InvalidArgumentError(absl::StrCat(
                          "message of ", u->len, " bytes from ", peer_name_, " (tag ", r->tag,
                          ") exceeds the receive buffer of ", r->cap, " bytes")),
                      0);
-    return;
-  }
-  if (u->ready) {
-    CopyOutLocked(*r, *u);
   } else {
-    u->waiter = std::move(r);  // completed by WriteLandedLocked
+    if (u->len > 0) std::memcpy(r->buf, payload, u->len);
+    r->mr.Reset();
+    r->req->Complete(absl::OkStatus(), u->len);
   }
-}
-
-void VerbsConnection::CopyOutLocked(RecvOp& r, Unexpected& u) {
-  if (u.len > 0) std::memcpy(r.buf, u.data.get(), u.len);
-  u.data.reset();
-  r.mr.Reset();
-  r.req->Complete(absl::OkStatus(), u.len);
+  if (u->slot >= 0) {
+    // Its slot is free again: re-post it and owe the sender its credit.
+    --slots_held_;
+    if (UsableLocked()) {
+      ++owed_;
+      if (RepostRecvLocked(u->slot)) FlushLocked();
+    }
+  } else {
+    unexpected_copied_ -= u->data != nullptr ? u->len : 0;
+  }
 }
 
 void VerbsConnection::FlushLocked() {
@@ -414,7 +418,33 @@ bool VerbsConnection::PostSendLocked(int slot, size_t bytes) {
   }
   --sq_free_;
   ++send_outstanding_;
+  ++posts_;
   return true;
+}
+
+void VerbsConnection::KeepAlive() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!UsableLocked() || closing_ || keepalive_slot_ >= 0) return;
+    if (posts_ != posts_at_tick_) {
+      // Traffic since the last call: its own retries would find a dark path.
+      posts_at_tick_ = posts_;
+      return;
+    }
+    if (sq_free_ <= 0 || free_slots_.empty()) return;
+    const int slot = free_slots_.back();
+    free_slots_.pop_back();
+    WireHeader h;
+    h.type = MsgType::kCredit;
+    h.credits = owed_;
+    EncodeHeader(h, send_buf_->slot(slot));
+    if (PostSendLocked(slot, kWireHeaderBytes)) {
+      owed_ = 0;
+      keepalive_slot_ = slot;
+      posts_at_tick_ = posts_;
+    }
+  }
+  ReportFailure();
 }
 
 bool VerbsConnection::PostWriteLocked(OutMsg& m) {
@@ -446,6 +476,7 @@ bool VerbsConnection::PostWriteLocked(OutMsg& m) {
     }
     --sq_free_;
     ++send_outstanding_;
+    ++posts_;
     if (last) --credits_;
     m.offset += n;
   }

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +62,8 @@ struct Send {
   uint64_t remote_addr;
   uint32_t rkey;
   uint32_t imm;
+  // Dark fabric: when this send first found no path (its retries started).
+  std::chrono::steady_clock::time_point dark_since{};
 };
 
 struct FakeQp {
@@ -69,6 +73,8 @@ struct FakeQp {
   int sq_outstanding = 0;  // posted, CQE not yet polled
   int rq_outstanding = 0;
   bool sq_sig_all = false;
+  int ack_timeout = 0;  // IBV_QP_TIMEOUT exponent and retry count, set at RTS
+  int retry_cnt = 0;
   std::deque<Recv> recvs;
   std::deque<Send> sends;  // waiting for the wire thread
 };
@@ -93,6 +99,7 @@ uint32_t g_next_qpn = 100;
 uint32_t g_next_key = 1000;
 std::atomic<uint64_t> g_rnr{0};
 std::atomic<uint64_t> g_errors{0};
+bool g_dark = false;  // fake_ibverbs_set_dark
 std::thread* g_wire = nullptr;
 
 void PushCqe(FakeCq* cq, const ibv_wc& wc) {
@@ -159,9 +166,20 @@ void FailHead(FakeQp* q, ibv_wc_status st) {
   ToError(q);
 }
 
-// Tries to deliver q's first send. False when it must wait (RNR).
+// Tries to deliver q's first send. False when it must wait (RNR, or a dark
+// fabric before the send's RC retries run out).
 bool DeliverOne(FakeQp* q) {
   Send& s = q->sends.front();
+  if (g_dark) {
+    // No ACK ever comes: the send is retried retry_cnt times, each after the
+    // ACK timeout of 4.096 us x 2^timeout, then fails.
+    const auto now = std::chrono::steady_clock::now();
+    if (s.dark_since == std::chrono::steady_clock::time_point{}) s.dark_since = now;
+    const double budget_us = 4.096 * std::ldexp(1.0, q->ack_timeout) * (q->retry_cnt + 1);
+    if (now - s.dark_since < std::chrono::duration<double, std::micro>(budget_us)) return false;
+    FailHead(q, IBV_WC_RETRY_EXC_ERR);
+    return true;
+  }
   auto pit = g_qps.find(q->dest_qpn);
   if (pit == g_qps.end() || pit->second->qp.state == IBV_QPS_ERR ||
       pit->second->qp.state < IBV_QPS_RTR) {
@@ -383,6 +401,11 @@ void fake_ibverbs_rtr(int i, int* sl, int* global, int* traffic_class) {
   *sl = r.sl;
   *global = r.global;
   *traffic_class = r.tc;
+}
+void fake_ibverbs_set_dark(int dark) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_dark = dark != 0;
+  g_cv.notify_all();
 }
 int64_t fake_ibverbs_live_qps() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -635,7 +658,11 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
       break;
     case IBV_QPS_RTS:
       if (from != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN)) return EINVAL;
-      if (mask & IBV_QP_TIMEOUT) g_rtss.push_back(Rts{a->timeout, a->retry_cnt});
+      if (mask & IBV_QP_TIMEOUT) {
+        g_rtss.push_back(Rts{a->timeout, a->retry_cnt});
+        q->ack_timeout = a->timeout;
+      }
+      if (mask & IBV_QP_RETRY_CNT) q->retry_cnt = a->retry_cnt;
       break;
     case IBV_QPS_ERR:
       ToError(q);

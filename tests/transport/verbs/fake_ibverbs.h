@@ -14,6 +14,10 @@ uint64_t fake_ibverbs_rnr_events();
 uint64_t fake_ibverbs_error_completions();
 // Memory registrations currently alive.
 int64_t fake_ibverbs_live_mrs();
+// Dark fabric (a cut circuit): while set, no send reaches its peer; each
+// fails with IBV_WC_RETRY_EXC_ERR once its queue pair's RC retries (retry
+// count + 1 tries of the ACK timeout) would have run out.
+void fake_ibverbs_set_dark(int dark);
 // Queue pairs currently alive.
 int64_t fake_ibverbs_live_qps();
 // Queue pairs moved to RTR so far, and the address vector of the i-th:

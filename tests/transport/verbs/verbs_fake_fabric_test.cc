@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,6 +26,10 @@
 #include "runtime/transport/verbs/wire.h"
 #include "tests/transport/verbs/fake_ibverbs.h"
 #include "tests/transport/verbs/sysfs_tree.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/allocator_interface.h>
+#endif
 
 namespace mixnet::transport::verbs {
 namespace {
@@ -62,9 +67,20 @@ struct Failures {
   }
 };
 
-std::unique_ptr<Device> MakeDevice(Failures* f = nullptr) {
+// Heap bytes the process has allocated now (every thread, mmapped blocks too).
+size_t HeapInUse() {
+#if defined(__SANITIZE_ADDRESS__)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+#endif
+}
+
+std::unique_ptr<Device> MakeDevice(Failures* f = nullptr, int64_t unexpected_bytes = -1) {
   DeviceOptions o;
   o.bind_address = "127.0.0.1";
+  if (unexpected_bytes >= 0) o.ib_unexpected_bytes = unexpected_bytes;
   if (f != nullptr) o.on_failure = f->Callback();
   absl::StatusOr<std::unique_ptr<Device>> d = CreateVerbsDevice(o);
   EXPECT_TRUE(d.ok()) << d.status();
@@ -190,13 +206,17 @@ TEST_F(FakeFabricTest, TooSmallReceive) {
       if (recv_first) r = *b_->Irecv(dst.data(), dst.size(), 9);
       s = *a_->Isend(src.data(), len, 9);
       if (!recv_first) {
-        ASSERT_TRUE(s->Wait(kWait).ok());  // held messages never block the sender
+        // Eager messages are held without blocking the sender; a rendezvous
+        // one waits at the sender for its receive.
+        if (len <= kEagerMax) {
+          ASSERT_TRUE(s->Wait(kWait).ok());
+        }
         r = *b_->Irecv(dst.data(), dst.size(), 9);
       }
       EXPECT_EQ(r->Wait(kWait).code(), absl::StatusCode::kInvalidArgument);
       EXPECT_THAT(std::string(r->status().message()), HasSubstr("exceeds the receive buffer"));
-      if (recv_first && len > kEagerMax) {
-        // A rendezvous that met a posted receive fails the send too.
+      if (len > kEagerMax) {
+        // A rendezvous fails the send too (its payload never left).
         EXPECT_EQ(s->Wait(kWait).code(), absl::StatusCode::kInvalidArgument);
         EXPECT_THAT(std::string(s->status().message()), HasSubstr("exceeds the receive buffer"));
       } else {
@@ -212,25 +232,100 @@ TEST_F(FakeFabricTest, TooSmallReceive) {
   ExpectNoErrors();
 }
 
-// Like the conformance suite: sends finish before any receive is posted.
-TEST_F(FakeFabricTest, SendsCompleteWithoutReceiver) {
+// Small sends finish before any receive is posted; a large one is announced
+// and waits at the sender (receiver-driven rendezvous) until its receive is.
+TEST_F(FakeFabricTest, LargeSendsWaitForTheirReceive) {
   std::vector<uint8_t> big = Pattern(2 << 20, 3), small = Pattern(10, 4);
   auto s1 = *a_->Isend(big.data(), big.size(), 5);
   auto s2 = *a_->Isend(small.data(), small.size(), 6);
-  ASSERT_TRUE(s1->Wait(kWait).ok()) << s1->status();
   ASSERT_TRUE(s2->Wait(kWait).ok()) << s2->status();
+  EXPECT_EQ(s1->Wait(absl::Milliseconds(200)).code(), absl::StatusCode::kDeadlineExceeded);
   std::vector<uint8_t> rsmall(64), rbig(big.size());
   auto r2 = *b_->Irecv(rsmall.data(), rsmall.size(), 6);
   auto r1 = *b_->Irecv(rbig.data(), rbig.size(), 5);
   ASSERT_TRUE(r1->Wait(kWait).ok());
   ASSERT_TRUE(r2->Wait(kWait).ok());
+  ASSERT_TRUE(s1->Wait(kWait).ok()) << s1->status();
   EXPECT_EQ(rbig, big);
   EXPECT_EQ(r2->bytes(), small.size());
   EXPECT_TRUE(std::equal(small.begin(), small.end(), rsmall.begin()));
 }
 
-// A receive posted while a held message is still being written.
-TEST_F(FakeFabricTest, ReceivePostedDuringPull) {
+// What a receiver holds for receives it has not posted stays within the
+// bound (MIXNET_IB_UNEXPECTED_BYTES) plus its fixed receive slots, however
+// much is sent first: 16 rendezvous messages of 1 MiB and 600 eager ones of
+// 4000 bytes, all sent long before any receive, against a 256 KiB bound.
+// Hand-worked: 65 eager messages fit in the copies (65 x 4000 <= 262144 <
+// 66 x 4000), at most `window` = 64 more wait in receive slots (the sender
+// has no credits beyond them), so at most 129 eager sends complete; the
+// rendezvous sends complete only once their receives are posted.
+TEST(FakeFabricBoundTest, UnexpectedMessagesStayWithinTheBound) {
+  fake_ibverbs_configure(2, 0);
+  constexpr int64_t kBound = 256 << 10;
+  constexpr int kBig = 16, kSmall = 600;
+  constexpr size_t kBigBytes = 1 << 20, kSmallBytes = 4000;
+  std::unique_ptr<Device> da = MakeDevice(nullptr, kBound), db = MakeDevice(nullptr, kBound);
+  ASSERT_NE(da, nullptr);
+  ASSERT_NE(db, nullptr);
+  auto [a, b] = Connect(da.get(), db.get());
+  ASSERT_NE(a, nullptr);
+  const uint64_t rnr_before = fake_ibverbs_rnr_events();
+  std::vector<std::vector<uint8_t>> big(kBig), small(kSmall), big_dst(kBig), small_dst(kSmall);
+  for (int i = 0; i < kBig; ++i) {
+    big[i] = Pattern(kBigBytes, 100 + i);
+    big_dst[i].assign(kBigBytes, 0);
+  }
+  for (int i = 0; i < kSmall; ++i) {
+    small[i] = Pattern(kSmallBytes, 1000 + i);
+    small_dst[i].assign(kSmallBytes, 0);
+  }
+  std::vector<std::unique_ptr<Request>> big_sends, small_sends, recvs;
+  big_sends.reserve(kBig);
+  small_sends.reserve(kSmall);
+  recvs.reserve(kBig + kSmall);
+  const size_t heap_before = HeapInUse();
+  for (int i = 0; i < kSmall; ++i) {
+    small_sends.push_back(*a->Isend(small[i].data(), kSmallBytes, 1));
+    if (i % (kSmall / kBig) == 0 && i / (kSmall / kBig) < kBig) {
+      const int k = i / (kSmall / kBig);
+      big_sends.push_back(*a->Isend(big[k].data(), kBigBytes, 2));
+    }
+  }
+  ASSERT_EQ(big_sends.size(), size_t{kBig});
+  absl::SleepFor(absl::Milliseconds(300));  // everything that can arrive has
+  const size_t heap_held = HeapInUse();
+  // The receiver's copies, plus the transport's bookkeeping of 616 sends and
+  // announcements (a few hundred bytes each).
+  EXPECT_LT(heap_held, heap_before + kBound + (1 << 20))
+      << "held " << heap_held - heap_before << " bytes for absent receives";
+  int small_done = 0;
+  for (auto& s : small_sends) small_done += s->Done() ? 1 : 0;
+  EXPECT_GE(small_done, 65);
+  EXPECT_LE(small_done, 65 + 64);
+  for (auto& s : big_sends) EXPECT_FALSE(s->Done());
+  // Receives posted now, the large ones first: every byte arrives, in order.
+  for (int i = 0; i < kBig; ++i) recvs.push_back(*b->Irecv(big_dst[i].data(), kBigBytes, 2));
+  for (int i = 0; i < kSmall; ++i) {
+    recvs.push_back(*b->Irecv(small_dst[i].data(), kSmallBytes, 1));
+  }
+  for (auto& r : recvs) ASSERT_TRUE(r->Wait(kWait).ok()) << r->status();
+  for (auto& s : big_sends) ASSERT_TRUE(s->Wait(kWait).ok()) << s->status();
+  for (auto& s : small_sends) ASSERT_TRUE(s->Wait(kWait).ok()) << s->status();
+  for (int i = 0; i < kBig; ++i) ASSERT_EQ(big_dst[i], big[i]) << "large message " << i;
+  for (int i = 0; i < kSmall; ++i) ASSERT_EQ(small_dst[i], small[i]) << "small message " << i;
+  EXPECT_EQ(fake_ibverbs_rnr_events(), rnr_before);
+  recvs.clear();
+  big_sends.clear();
+  small_sends.clear();
+  a.reset();
+  b.reset();
+  da.reset();
+  db.reset();
+  EXPECT_EQ(fake_ibverbs_live_mrs(), 0);
+}
+
+// A receive posted at any point after its rendezvous was announced.
+TEST_F(FakeFabricTest, ReceivePostedAnyTimeAfterTheAnnouncement) {
   for (int i = 0; i < 20; ++i) {
     std::vector<uint8_t> src = Pattern(8 << 20, i), dst(8 << 20);
     auto s = *a_->Isend(src.data(), src.size(), 12);
@@ -664,6 +759,70 @@ TEST(FakeFabricSetupTest, StallTimeShortensTheAckTimeout) {
     fake_ibverbs_rts(i, &timeout, &retries);
     EXPECT_EQ(timeout, 12);
     EXPECT_EQ(retries, 7);
+  }
+}
+
+// A circuit goes dark under an idle connection. With stall detection (200 ms:
+// ACK timeout exponent 12, 8 tries of 16.8 ms = 134 ms) each end's keepalive
+// (every 50 ms) runs out of RC retries, so both ends report the loss within
+// 50 + 50 + 134 ms plus polling, although nothing was posted. Without stall
+// detection an idle connection sends nothing, so nothing fails.
+TEST(FakeFabricStallTest, AnIdleConnectionOnADarkCircuitFails) {
+  fake_ibverbs_configure(2, 0);
+  for (bool detect : {true, false}) {
+    SCOPED_TRACE(detect ? "stall detection 200 ms" : "no stall detection");
+    Failures fa, fb;
+    auto make = [&](Failures* f) -> std::unique_ptr<Device> {
+      DeviceOptions o;
+      o.bind_address = "127.0.0.1";
+      o.on_failure = f->Callback();
+      if (detect) o.stall_timeout = absl::Milliseconds(200);
+      absl::StatusOr<std::unique_ptr<Device>> d = CreateVerbsDevice(o);
+      EXPECT_TRUE(d.ok()) << d.status();
+      return d.ok() ? std::move(*d) : nullptr;
+    };
+    std::unique_ptr<Device> da = make(&fa), db = make(&fb);
+    ASSERT_NE(da, nullptr);
+    ASSERT_NE(db, nullptr);
+    auto [a, b] = Connect(da.get(), db.get());
+    ASSERT_NE(a, nullptr);
+    {
+      std::vector<uint8_t> src = Pattern(3000, 5), dst(3000);
+      auto r = *b->Irecv(dst.data(), dst.size(), 1);
+      auto s = *a->Isend(src.data(), src.size(), 1);
+      ASSERT_TRUE(r->Wait(kWait).ok());
+      ASSERT_TRUE(s->Wait(kWait).ok());
+      ASSERT_EQ(dst, src);
+    }
+    absl::SleepFor(absl::Milliseconds(120));  // idle: a keepalive or two went through
+    EXPECT_EQ(fa.count() + fb.count(), 0u);
+    fake_ibverbs_set_dark(1);
+    const absl::Time dark = absl::Now();
+    const absl::Time give_up = dark + absl::Seconds(detect ? 5 : 1);
+    while ((fa.count() == 0 || fb.count() == 0) && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    const absl::Duration took = absl::Now() - dark;
+    if (detect) {
+      ASSERT_EQ(fa.count(), 1u);
+      ASSERT_EQ(fb.count(), 1u);
+      EXPECT_LT(took, absl::Seconds(1)) << "the stall time is 200 ms";
+      for (Failures* f : {&fa, &fb}) {
+        absl::MutexLock lock(&f->mu);
+        EXPECT_EQ(f->seen[0].code(), absl::StatusCode::kUnavailable) << f->seen[0];
+        EXPECT_THAT(std::string(f->seen[0].message()), HasSubstr("retry counter exceeded"));
+      }
+      EXPECT_FALSE(a->health().ok());
+      EXPECT_FALSE(b->health().ok());
+    } else {
+      EXPECT_EQ(fa.count() + fb.count(), 0u) << "an idle connection sent something";
+      EXPECT_TRUE(a->health().ok());
+    }
+    fake_ibverbs_set_dark(0);
+    a.reset();
+    b.reset();
+    da.reset();
+    db.reset();
   }
 }
 
