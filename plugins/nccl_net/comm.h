@@ -132,14 +132,29 @@ struct ListenComm {
   std::deque<std::shared_ptr<DialTask>> pending;
 };
 
-// A registration. Host memory needs none in our transports; the handle records
-// the range for checks and messages.
+// A registration (regMr): the range, and its registrations with the
+// connections the comm's parts go over (Connection::RegisterMemory: verbs
+// registers it with each lane's adapter, TCP needs none), by lane: made at
+// regMr for the comm's lanes then, at the first post on any other lane
+// (after a move or a failover), and dropped at deregMr. So a registered
+// buffer is registered once per lane's adapter, never per message. `pins` is
+// guarded by `mu`, taken after the comm's mutex.
 struct MemHandle {
-  void* comm = nullptr;
-  void* data = nullptr;
-  size_t size = 0;
-  int type = 0;
+  MemHandle(void* c, void* d, size_t n, int t) : comm(c), data(d), size(n), type(t) {}
+  void* const comm;
+  void* const data;
+  const size_t size;
+  const int type;
+  struct Pin {
+    std::weak_ptr<const Lane> lane;  // expired: the lane is gone (its address may be reused)
+    std::shared_ptr<const void> registration;
+  };
+  absl::Mutex mu;
+  absl::flat_hash_map<const Lane*, Pin> pins ABSL_GUARDED_BY(mu);
 };
+// Registers `m`'s range with `lane`'s connection unless it already is (the
+// comm's mutex held). nullptr `m` or lane: nothing to do.
+absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane);
 
 enum class Kind : uint8_t { kContext, kListen, kSend, kRecv, kRequest, kMemory };
 const char* KindName(Kind kind);

@@ -52,6 +52,25 @@ std::string LaneName(const Lane& lane) {
 
 }  // namespace
 
+absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane) {
+  if (m == nullptr || lane == nullptr || lane->connection == nullptr || m->size == 0) {
+    return absl::OkStatus();
+  }
+  absl::MutexLock lock(&m->mu);
+  auto it = m->pins.find(lane.get());
+  if (it != m->pins.end() && !it->second.lane.expired()) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<const void>> reg =
+      lane->connection->RegisterMemory(m->data, m->size);
+  if (!reg.ok()) {
+    return Annotate(reg.status(),
+                    absl::StrCat("registering ", m->size, " bytes at 0x",
+                                 absl::Hex(reinterpret_cast<uintptr_t>(m->data)), " on lane ",
+                                 lane->path.Describe()));
+  }
+  m->pins[lane.get()] = MemHandle::Pin{lane, *std::move(reg)};
+  return absl::OkStatus();
+}
+
 absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (!registry_.Contains(comm, Kind::kSend) && !registry_.Contains(comm, Kind::kRecv)) {
     return NotLive("regMr", comm, "send or recv comm");
@@ -67,9 +86,16 @@ absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void**
     return absl::InvalidArgumentError(absl::StrCat("regMr: unknown memory type ", type));
   }
   if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMr: NULL buffer");
-  auto* m = new MemHandle{comm, data, size, type};
-  registry_.Add(m, Kind::kMemory);
-  *mhandle = m;
+  auto m = std::make_unique<MemHandle>(comm, data, size, type);
+  {
+    // Registered now with the lanes the comm has (and later with others).
+    auto* c = static_cast<Comm*>(comm);
+    absl::MutexLock lock(&c->mu);
+    RETURN_IF_ERROR(Annotate(PinOnLane(m.get(), c->lane), "regMr"));
+    RETURN_IF_ERROR(Annotate(PinOnLane(m.get(), c->home), "regMr"));
+  }
+  registry_.Add(m.get(), Kind::kMemory);
+  *mhandle = m.release();
   return absl::OkStatus();
 }
 
@@ -104,6 +130,11 @@ absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, vo
     mover_->Failover(*comm, absl::StrCat("isend: lane ", lane->path.Describe(), " is down"));
     return absl::OkStatus();  // retry once the failover is through
   }
+  // A registered buffer is registered with the lane (and home, which split
+  // pieces and failovers use) once, not per message.
+  auto* m = static_cast<MemHandle*>(mhandle);
+  RETURN_IF_ERROR(Annotate(PinOnLane(m, lane), "isend"));
+  RETURN_IF_ERROR(Annotate(PinOnLane(m, comm->home), "isend"));
   auto r = std::make_unique<Request>();
   r->comm = comm;
   r->n = 1;
@@ -173,6 +204,13 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
       mover_->Failover(*comm,
                        absl::StrCat("irecv: lane ", r->lanes[i]->path.Describe(), " is down"));
       return absl::OkStatus();  // retry once the failover is through
+    }
+  }
+  if (mhandles != nullptr) {
+    for (int i = 0; i < n; ++i) {
+      auto* m = static_cast<MemHandle*>(mhandles[i]);
+      RETURN_IF_ERROR(Annotate(PinOnLane(m, r->lanes[i]), "irecv"));
+      RETURN_IF_ERROR(Annotate(PinOnLane(m, comm->home), "irecv"));
     }
   }
   r->comm = comm;

@@ -78,8 +78,9 @@ absl::StatusOr<Settings> Settings::FromEnv(
     return absl::InvalidArgumentError(
         "MIXNET_EAGER_BYTES and MIXNET_LOCAL_EAGER_BYTES must be >= 0");
   }
-  if (s.ib_unexpected_bytes < 0) {
-    return absl::InvalidArgumentError("MIXNET_IB_UNEXPECTED_BYTES must be >= 0");
+  if (s.ib_unexpected_bytes < 0 || s.ib_reg_cache_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "MIXNET_IB_UNEXPECTED_BYTES and MIXNET_IB_REG_CACHE_BYTES must be >= 0");
   }
   if (s.progress_spin_us < 0 || s.progress_spin_us > 1000000) {
     return absl::InvalidArgumentError("MIXNET_PROGRESS_SPIN_US must be in [0, 1000000]");

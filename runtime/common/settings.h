@@ -72,6 +72,10 @@ namespace mixnet {
     "verbs: eager payload (messages up to 8144 bytes) a connection copies for receives not yet " \
     "posted; beyond it they wait in their receive slots and the sender waits for credits. "      \
     "Larger messages stay at the sender until their receive is posted")                         \
+  X(int64_t, ib_reg_cache_bytes, "MIXNET_IB_REG_CACHE_BYTES", int64_t{1} << 30,                 \
+    "verbs: bytes of idle memory registrations kept for reuse, least recently used dropped "     \
+    "first; only on-demand-paging (ODP) registrations are kept, pinned ones end with their "     \
+    "last request (a freed and reused address would keep stale pages)")                          \
   X(std::string, cluster_spec, "MIXNET_CLUSTER_SPEC", "", "path of the cluster spec YAML")       \
   X(std::string, host, "MIXNET_HOST", "", "this process's host name in the cluster spec")        \
   X(std::string, store, "MIXNET_STORE", "",                                                      \

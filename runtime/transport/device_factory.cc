@@ -51,6 +51,7 @@ DeviceOptions DeviceOptionsFromSettings() {
   o.ib_tc = static_cast<int>(s.ib_tc);
   o.ib_sl = static_cast<int>(s.ib_sl);
   o.ib_unexpected_bytes = s.ib_unexpected_bytes;
+  o.ib_reg_cache_bytes = s.ib_reg_cache_bytes;
   return o;
 }
 

@@ -72,6 +72,16 @@ class Connection {
   virtual std::string peer_name() const = 0;
   // OK while healthy; the error that broke the connection otherwise.
   virtual absl::Status health() const = 0;
+  // Registers [buf, buf + len) with this connection's device until the
+  // returned object is destroyed, so that sends and receives inside the range
+  // register nothing themselves (verbs: one ibv_reg_mr for its adapter, kept
+  // by its registration cache; the NCCL plugin's regMr). The memory must stay
+  // mapped until then. Transports that need no registration return nullptr.
+  virtual absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf, size_t len) {
+    (void)buf;
+    (void)len;
+    return std::shared_ptr<const void>();
+  }
 };
 
 // How to establish one Connection. Both ends call Device::Connect with the same
@@ -157,6 +167,10 @@ struct DeviceOptions {
   // held back by credits (verbs_connection.h). Rendezvous messages hold no
   // payload at the receiver.
   int64_t ib_unexpected_bytes = int64_t{4} << 20;
+  // Verbs: bytes of idle registrations the registration cache keeps (least
+  // recently used dropped first). Only on-demand-paging registrations are
+  // kept idle; pinned ones are dropped when their last request is done.
+  int64_t ib_reg_cache_bytes = int64_t{1} << 30;
   // Invoked once per connection that fails.
   FailureCallback on_failure;
   // Stall detection (zero: off). TCP: TCP_USER_TIMEOUT plus keepalive probes

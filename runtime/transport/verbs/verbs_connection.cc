@@ -183,6 +183,24 @@ absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::Irecv(void* buf, size_
   return std::make_unique<StateRequest>(req);
 }
 
+absl::StatusOr<std::shared_ptr<const void>> VerbsConnection::RegisterMemory(const void* buf,
+                                                                            size_t len) {
+  if (len == 0) return std::shared_ptr<const void>();
+  if (buf == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("registering memory for ", peer_name_, ": null buffer of ", len, " bytes"));
+  }
+  absl::StatusOr<MrRef> mr = ctx_->registry().Acquire(buf, len, /*remote_write=*/true);
+  if (!mr.ok()) return Annotate(mr.status(), absl::StrCat("registering memory for ", peer_name_));
+  // The context (its registry and protection domain) outlives the reference.
+  struct Pin {
+    std::shared_ptr<VerbsContext> ctx;
+    MrRef mr;
+  };
+  auto pin = std::make_shared<Pin>(Pin{ctx_, std::move(*mr)});
+  return std::shared_ptr<const void>(pin, pin.get());
+}
+
 void VerbsConnection::QpToErrorLocked() {
   if (qp_ == nullptr) return;
   absl::Status s = qp_->ToError();

@@ -131,6 +131,9 @@ class VerbsConnection {
 
   absl::StatusOr<std::unique_ptr<Request>> Isend(const void* buf, size_t len, uint64_t tag);
   absl::StatusOr<std::unique_ptr<Request>> Irecv(void* buf, size_t len, uint64_t tag);
+  // Connection::RegisterMemory: an in-use entry of the device's registration
+  // cache (memory_registry.h), which every request inside the range reuses.
+  absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf, size_t len);
   const std::string& peer_name() const { return peer_name_; }
   absl::Status health() const;
   // Orderly close (the Connection handle's destructor); blocks up to ~4 s.
@@ -297,6 +300,10 @@ class VerbsConnectionHandle : public Connection {
   }
   std::string peer_name() const override { return c_->peer_name(); }
   absl::Status health() const override { return c_->health(); }
+  absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf,
+                                                             size_t len) override {
+    return c_->RegisterMemory(buf, len);
+  }
 
  private:
   std::shared_ptr<VerbsConnection> c_;

@@ -158,7 +158,12 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   cq_ = ibv_create_cq(ctx_, cqe, nullptr, channel_, 0);
   if (cq_ == nullptr) return VerbsError(label(), "ibv_create_cq", errno);
   cq_capacity_ = cq_->cqe;
-  registry_ = std::make_unique<MemoryRegistry>(MakeIbvRegistrationBackend(pd_, odp_, label()));
+  // Idle registrations are kept (LRU, bounded in bytes) only where they stay
+  // valid by themselves: on-demand paging (memory_registry.h).
+  MemoryRegistry::Limits limits;
+  limits.max_idle_bytes = static_cast<size_t>(options.ib_reg_cache_bytes);
+  registry_ = std::make_unique<MemoryRegistry>(MakeIbvRegistrationBackend(pd_, odp_, label()),
+                                               limits);
   return absl::OkStatus();
 }
 

@@ -100,6 +100,7 @@ uint32_t g_next_key = 1000;
 std::atomic<uint64_t> g_rnr{0};
 std::atomic<uint64_t> g_errors{0};
 bool g_dark = false;  // fake_ibverbs_set_dark
+uint64_t g_reg_mr_calls = 0;
 std::thread* g_wire = nullptr;
 
 void PushCqe(FakeCq* cq, const ibv_wc& wc) {
@@ -402,6 +403,10 @@ void fake_ibverbs_rtr(int i, int* sl, int* global, int* traffic_class) {
   *global = r.global;
   *traffic_class = r.tc;
 }
+uint64_t fake_ibverbs_reg_mr_calls() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_reg_mr_calls;
+}
 void fake_ibverbs_set_dark(int dark) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_dark = dark != 0;
@@ -540,6 +545,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t, unsigned 
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(g_mu);
+  ++g_reg_mr_calls;
   auto* m = new FakeMr();
   m->addr = reinterpret_cast<uintptr_t>(addr);
   m->len = len;

@@ -12,6 +12,8 @@ void fake_ibverbs_configure(int num_devices, int ethernet);
 uint64_t fake_ibverbs_rnr_events();
 // Work requests that failed (protection, length, retry errors), for checks.
 uint64_t fake_ibverbs_error_completions();
+// Successful memory registrations so far (ibv_reg_mr and friends).
+uint64_t fake_ibverbs_reg_mr_calls();
 // Memory registrations currently alive.
 int64_t fake_ibverbs_live_mrs();
 // Dark fabric (a cut circuit): while set, no send reaches its peer; each
