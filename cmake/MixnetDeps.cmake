@@ -52,6 +52,8 @@ endif()
 # gRPC and protobuf (control plane): required.
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+# Prometheus metrics of the daemons (--metrics-listen): prometheus-cpp-dev.
+find_package(prometheus-cpp CONFIG REQUIRED)
 find_program(MIXNET_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 # mixnet_add_proto_library(NAME PROTOS a.proto b.proto [DEPS lib ...])

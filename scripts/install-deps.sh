@@ -6,9 +6,9 @@ if [[ "${MIXNET_SKIP_APT:-0}" == 1 ]]; then exit 0; fi
 SUDO=""
 if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git file
   libabsl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin

@@ -17,6 +17,7 @@
 #include "ocs_driver/client/ocs_switch_driver.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/common/log.h"
+#include "runtime/common/metrics_exposer.h"
 #include "runtime/common/status.h"
 #include "runtime/control/controller.h"
 #include "runtime/control/controller_service.h"
@@ -40,6 +41,8 @@ struct Flags {
   std::string router = "v2";
   std::string relay = "off";
   std::string log_level;
+  std::string metrics_listen;
+  bool metrics_allow_remote = false;
 };
 
 absl::Duration Ms(double ms) { return absl::Microseconds(static_cast<int64_t>(ms * 1000)); }
@@ -129,6 +132,11 @@ int Main(int argc, char** argv) {
                  "to both; the workers forward them inside their collectives")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--metrics-listen", f.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: ephemeral, the "
+                 "bound address is logged); loopback unless --metrics-allow-remote; default: none");
+  app.add_flag("--metrics-allow-remote", f.metrics_allow_remote,
+               "allow a non-loopback --metrics-listen (/metrics is plain HTTP)");
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error (default: MIXNET_LOG_LEVEL or info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -149,6 +157,14 @@ int Main(int argc, char** argv) {
     return 1;
   };
   if (!f.ready_file.empty()) unlink(f.ready_file.c_str());
+  // Before anything starts: a refused metrics address must not cost an epoch.
+  if (!f.metrics_listen.empty()) {
+    if (absl::Status s =
+            CheckMetricsListen(f.metrics_listen, /*tls=*/false, f.metrics_allow_remote);
+        !s.ok()) {
+      return fail(s);
+    }
+  }
   absl::StatusOr<ControllerOptions> options = BuildOptions(f);
   if (!options.ok()) return fail(options.status());
   absl::StatusOr<std::unique_ptr<Controller>> controller = Controller::Start(std::move(*options));
@@ -156,6 +172,8 @@ int Main(int argc, char** argv) {
   ServerOptions so;
   so.listen = f.listen;
   so.ready_file = f.ready_file;
+  so.metrics_listen = f.metrics_listen;
+  so.metrics_allow_remote = f.metrics_allow_remote;
   absl::StatusOr<std::unique_ptr<ControllerServer>> server =
       ControllerServer::Start(std::move(*controller), so);
   if (!server.ok()) return fail(server.status());

@@ -95,6 +95,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   }
   RETURN_IF_ERROR(ClientAllowList::Create(options.allow_clients).status());
   RETURN_IF_ERROR(CheckListenAddress(options.listen, tls, options.insecure_listen_any));
+  if (!options.metrics_listen.empty()) {
+    RETURN_IF_ERROR(CheckMetricsListen(options.metrics_listen, tls, options.metrics_allow_remote));
+  }
   if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
   }
@@ -118,6 +121,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   daemon->ready_file_ = options.ready_file;
   ASSIGN_OR_RETURN(daemon->service_,
                    OcsService::Create(std::move(backend), std::move(store), service_options));
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(
+        daemon->metrics_,
+        MetricsExposer::Start(options.metrics_listen, tls, options.metrics_allow_remote,
+                              daemon->service_->metrics().registry()));
+    log::Info("mixnet-ocsd: metrics on http://{}/metrics", daemon->metrics_->address());
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -179,6 +189,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   }
   server_->Shutdown(absl::ToChronoTime(absl::Now()));
   server_->Wait();
+  metrics_.reset();
   if (!ready_file_.empty()) unlink(ready_file_.c_str());
   log::Info("mixnet-ocsd: server stopped");
 }

@@ -6,6 +6,9 @@
 // After the server listens, the actual address ("127.0.0.1:41234",
 // "unix:/path") is written atomically to ready_file when one is given (a
 // stale one is removed at start, and the file is removed at clean shutdown).
+// With metrics_listen, the service's Prometheus metrics (ocsd_metrics.h) are
+// served at http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h:
+// loopback unless TLS or metrics_allow_remote), up before the ready file.
 //
 // Threading: Start/Shutdown/Wait from the main thread; the service runs on
 // gRPC's threads.
@@ -22,6 +25,7 @@
 #include "ocs_driver/backend.h"
 #include "ocs_driver/service/ocs_service.h"
 #include "ocs_driver/service/state_store.h"
+#include "runtime/common/metrics_exposer.h"
 
 namespace mixnet::ocs {
 
@@ -34,6 +38,8 @@ struct DaemonOptions {
   bool insecure_listen_any = false;
   std::string ready_file;
   int max_receive_bytes = 4 * 1024 * 1024;  // gRPC's limit (RESOURCE_EXHAUSTED beyond)
+  std::string metrics_listen;               // HOST:PORT (port 0: ephemeral); empty: none
+  bool metrics_allow_remote = false;        // a non-loopback metrics_listen without TLS
 };
 
 // OK when `listen` may be used: unix sockets and loopback always, anything
@@ -52,6 +58,8 @@ class Daemon {
 
   // The address the server listens on, port resolved.
   const std::string& address() const { return address_; }
+  // "127.0.0.1:41234" where /metrics is served; empty without metrics_listen.
+  std::string metrics_address() const { return metrics_ ? metrics_->address() : std::string(); }
 
   // Ends Watch streams, marks health NOT_SERVING, and stops the server,
   // cancelling calls still running after `grace`. Idempotent.
@@ -61,6 +69,7 @@ class Daemon {
   Daemon() = default;
   std::unique_ptr<OcsService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsExposer> metrics_;
   std::string address_;
   std::string ready_file_;  // removed again at shutdown
   bool stopped_ = false;

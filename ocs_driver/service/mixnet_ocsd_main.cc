@@ -173,6 +173,12 @@ int Main(int argc, char** argv) {
                  "default: any authenticated client");
   app.add_flag("--insecure-listen-any", f.daemon.insecure_listen_any,
                "allow a non-loopback listen address without TLS");
+  app.add_option("--metrics-listen", f.daemon.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: ephemeral, the "
+                 "bound address is logged); loopback unless TLS or --metrics-allow-remote; "
+                 "default: none");
+  app.add_flag("--metrics-allow-remote", f.daemon.metrics_allow_remote,
+               "allow a non-loopback --metrics-listen without TLS (/metrics is plain HTTP)");
   app.add_option("--ready-file", f.daemon.ready_file,
                  "write the listening address here once serving");
   app.add_option("--sim-fail-ports", f.sim_fail_ports,

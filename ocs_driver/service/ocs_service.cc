@@ -118,6 +118,12 @@ absl::StatusOr<std::unique_ptr<OcsService>> OcsService::Create(std::unique_ptr<O
                                                             std::move(options), std::move(info),
                                                             std::move(state), std::move(actual)));
   service->allow_list_ = std::move(allow_list);
+  {
+    absl::MutexLock lock(&service->mu_);
+    service->metrics_->Circuits(service->actual_.size());
+    service->metrics_->Epoch(service->state_.epoch, service->state_.config_version);
+    service->metrics_->DeviceConnected(true);
+  }
   return service;
 }
 
@@ -128,6 +134,7 @@ OcsService::OcsService(std::unique_ptr<OcsBackend> backend, StateStore store,
       store_(std::move(store)),
       options_(std::move(options)),
       info_(std::move(info)),
+      metrics_(std::make_unique<OcsdMetrics>(info_.ports)),
       state_(std::move(state)),
       actual_(std::move(actual)) {}
 
@@ -190,6 +197,8 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   if (absl::Status s = AcquireDevice(context); !s.ok()) return ToGrpc(s);
   absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
+  metrics_->DeviceConnected(actual.ok());  // with the device held: in order with Applies
+  if (actual.ok()) metrics_->Circuits(actual->size());
   ReleaseDevice();
   if (!actual.ok()) return ToGrpc(Annotate(actual.status(), "reading the switch"));
   std::sort(actual->begin(), actual->end());
@@ -229,6 +238,14 @@ grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
                                             const v1::ApplyCrossConnectsRequest* request,
                                             v1::ApplyCrossConnectsResponse* response) {
   CallCounter counted(in_flight_);
+  grpc::Status status = ApplyCall(context, request, response);
+  metrics_->Apply(static_cast<absl::StatusCode>(status.error_code()), response->noop());
+  return status;
+}
+
+grpc::Status OcsService::ApplyCall(grpc::ServerContext* context,
+                                   const v1::ApplyCrossConnectsRequest* request,
+                                   v1::ApplyCrossConnectsResponse* response) {
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
   if (grpc::Status s = CheckApplyAllowed(context); !s.ok()) return s;
   absl::StatusOr<std::vector<Circuit>> desired = ValidateApplyRequest(*request, info_.ports);
@@ -243,8 +260,10 @@ grpc::Status OcsService::ApplyCrossConnects(grpc::ServerContext* context,
     const absl::Time start = absl::Now();
     status = ApplyLocked(*request, *desired, response);
     if (status.ok() && !response->noop()) {
+      const absl::Duration took = absl::Now() - start;
+      metrics_->ApplyLatency(took);
       absl::MutexLock lock(&mu_);
-      apply_times_.Add(absl::Now() - start);
+      apply_times_.Add(took);
     }
   }
   ReleaseDevice();
@@ -287,8 +306,10 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
                                      " was already applied with different circuits"));
   }
   absl::StatusOr<std::vector<Circuit>> before = backend_->Read();
+  metrics_->DeviceConnected(before.ok());
   if (!before.ok()) return ToGrpc(Annotate(before.status(), "reading the switch before a change"));
   std::sort(before->begin(), before->end());
+  metrics_->Circuits(before->size());
   {
     absl::MutexLock lock(&mu_);
     actual_ = *before;
@@ -311,6 +332,7 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
       return ToGrpc(absl::InternalError(
           absl::StrCat("persisting the desired state failed, switch untouched: ", s.ToString())));
     }
+    metrics_->Epoch(next.epoch, next.config_version);
     absl::MutexLock lock(&mu_);
     state_ = next;
   }
@@ -389,6 +411,7 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
     if (!status.ok()) {
       r->set_code(static_cast<int32_t>(status.code()));
       r->set_message(std::string(status.message()));
+      metrics_->CircuitFailed(status.code(), c.a, c.b);
       if (first_failure.ok()) first_failure = status;
     }
   };
@@ -431,6 +454,8 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
     event.set_circuits_unknown(true);
   }
   if (!outcome.ok()) event.set_error(std::string(outcome.message()));
+  if (!remove.empty() || !add.empty()) metrics_->DeviceConnected(after.has_value());
+  if (after.has_value()) metrics_->Circuits(after->size());
   {
     absl::MutexLock lock(&mu_);
     actual_known_ = after.has_value();

@@ -12,7 +12,9 @@
 //   - on a partial failure the RPC fails with the backend's code and its
 //     binary error details hold a google.rpc.Status whose details[0] is the
 //     ApplyCrossConnectsResponse (a result per circuit, the state read back);
-//   - GetInfo reports how long recent Applies took (apply_timing.h);
+//   - GetInfo reports how long recent Applies took (apply_timing.h), and
+//     metrics() counts outcomes, failures, latency and state for Prometheus
+//     (ocsd_metrics.h; served by the daemon with --metrics-listen);
 //   - Watch streams a snapshot and then one CHANGE per applied request; the
 //     stream ends when the client cancels or Shutdown() is called;
 //   - with TLS and an allow list, only the listed client certificate
@@ -40,6 +42,7 @@
 #include "ocs_driver/backend.h"
 #include "ocs_driver/service/apply_timing.h"
 #include "ocs_driver/service/client_identity.h"
+#include "ocs_driver/service/ocsd_metrics.h"
 #include "ocs_driver/service/state_store.h"
 
 namespace mixnet::ocs {
@@ -65,6 +68,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   int InFlight() const { return in_flight_.load(); }
 
   const BackendInfo& info() const { return info_; }
+  OcsdMetrics& metrics() const { return *metrics_; }
 
   grpc::Status GetInfo(grpc::ServerContext* context, const mixnet::ocs::v1::GetInfoRequest* request,
                        mixnet::ocs::v1::GetInfoResponse* response) override;
@@ -99,6 +103,10 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
 
   // PERMISSION_DENIED unless the peer may change the switch.
   grpc::Status CheckApplyAllowed(grpc::ServerContext* context) const;
+  // The work of ApplyCrossConnects, which counts its outcome in metrics_.
+  grpc::Status ApplyCall(grpc::ServerContext* context,
+                         const mixnet::ocs::v1::ApplyCrossConnectsRequest* request,
+                         mixnet::ocs::v1::ApplyCrossConnectsResponse* response);
   // The Apply work with the device held.
   grpc::Status ApplyLocked(const mixnet::ocs::v1::ApplyCrossConnectsRequest& request,
                            const std::vector<Circuit>& desired,
@@ -110,6 +118,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   const ServiceOptions options_;
   const BackendInfo info_;
   ClientAllowList allow_list_;  // set once in Create
+  const std::unique_ptr<OcsdMetrics> metrics_;
 
   std::atomic<int> in_flight_{0};
   absl::Mutex mu_;

@@ -39,6 +39,12 @@ int Alpha(const cluster::ClusterSpec& spec) {
   return alpha;
 }
 
+std::vector<std::string> RegionNames(const planner::ClusterPlanner& planner) {
+  std::vector<std::string> names;
+  for (const planner::Region& r : planner.regions()) names.push_back(r.input().name);
+  return names;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions options) {
@@ -136,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
     c->highest_epoch_ = epoch;
     c->committed_epoch_ = epoch;
     c->committed_ = std::move(circuits);
+    c->metrics_->Epochs(epoch, epoch);
   }
   c->planner_thread_ = std::thread([p = c.get()] { p->PlannerLoop(); });
   return c;
@@ -145,7 +152,8 @@ Controller::Controller(ControllerOptions options, planner::ClusterPlanner planne
     : opt_(std::move(options)),
       id_(opt_.controller_id),
       planner_(std::move(planner)),
-      store_(std::move(store)) {
+      store_(std::move(store)),
+      metrics_(std::make_unique<ControllerMetrics>(RegionNames(planner_))) {
   for (const planner::Region& r : planner_.regions()) {
     regions_.push_back(RegionState{RegionReports(r.input().name, r.input().hosts), 0, 0, 0});
   }
@@ -263,8 +271,10 @@ absl::StatusOr<v1::RegisterResponse> Controller::Register(const v1::RegisterRequ
   // stream ends).
   if (auto old = sessions_.find(request.worker_id()); old != sessions_.end()) {
     old->second->watch_gen = 0;
+    metrics_->Workers(old->second->region, -1);
   }
   sessions_[request.worker_id()] = session;
+  metrics_->Workers(region, +1);
   response.set_region(region >= 0 ? regions_[region].reports.region() : "");
   response.set_controller_id(id_);
   *response.mutable_topology() = TopologyProto(committed_epoch_, committed_);
@@ -437,6 +447,7 @@ void Controller::EndWatch(Watch& watch) {
   auto it = sessions_.find(s->worker_id);
   if (it != sessions_.end() && it->second.get() == s) {
     sessions_.erase(it);
+    metrics_->Workers(s->region, -1);
     log::Info("controller: worker {} left (watch stream ended)", s->worker_id);
   }
   if (round_ && round_->waiting.erase(s->worker_id) != 0 && !round_->commit_phase) {

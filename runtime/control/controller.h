@@ -15,6 +15,9 @@
 // state is guarded by mu_. One thread of its own, "mx-ctl-planner", expires
 // report timeouts, feeds the predictors, plans and runs the rounds one at a
 // time (predictors and the ClusterPlanner are used only there).
+//
+// metrics() records rounds, planning, decisions and workers for Prometheus
+// (controller_metrics.h; ControllerServer serves it with --metrics-listen).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,7 @@
 #include "absl/time/time.h"
 #include "mixnet/control/v1/controller.pb.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/control/controller_metrics.h"
 #include "runtime/control/epoch_store.h"
 #include "runtime/control/region_reports.h"
 #include "runtime/control/switch_driver.h"
@@ -88,6 +92,7 @@ class Controller {
   void Shutdown();
 
   const std::string& id() const { return id_; }
+  ControllerMetrics& metrics() const { return *metrics_; }
 
   // InvalidArgument for an unknown host, an empty worker id or NICs that
   // contradict the spec.
@@ -179,6 +184,7 @@ class Controller {
   const std::string id_;
   const planner::ClusterPlanner planner_;
   const EpochStore store_;
+  const std::unique_ptr<ControllerMetrics> metrics_;
   // Switching time (switch_timing.h): what each switch's daemon measured
   // its Applies to take, and the slowest switch's cost in seconds for
   // Decide. Set at start-up, then on the planner thread after each round

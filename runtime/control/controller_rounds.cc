@@ -176,7 +176,9 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;
   decide.uses = 2;  // combine (or the backward pass's second all-to-all) reuses the topology
+  const absl::Time plan_start = absl::Now();
   absl::StatusOr<planner::ClusterDecision> d = planner_.Plan(demands, current, po, decide);
+  metrics_->PlannerTime(absl::Now() - plan_start);
   if (!d.ok()) {
     log::Error("controller: planning failed: {}", d.status().ToString());
     for (const auto& [r, a] : answers) {
@@ -214,6 +216,7 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
       regions_[r].last_current_ms = current_ms;
       regions_[r].last_predicted_ms = predicted_ms;
     }
+    metrics_->Decided(r, rd.decision.reconfigure, predicted_ms / 1e3, current_ms / 1e3);
     if (rd.decision.reconfigure) {
       affected.insert(r);
       continue;
@@ -300,6 +303,7 @@ void Controller::AbortRoundLocked(uint64_t epoch, const std::set<std::string>& t
   ev.set_reason(reason);
   for (const std::string& w : to) SendLocked(w, ev);
   for (int r : regions) regions_[r].aborted++;
+  metrics_->Round(ControllerMetrics::RoundOutcome::kAborted);
   round_.reset();
   log::Warn("controller: epoch {} aborted: {}", epoch, reason);
 }
@@ -323,8 +327,10 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     current = Normalized(committed_);
   }
   // 1. The new epoch is durable before anyone hears of it.
+  const absl::Time round_start = absl::Now();
   if (absl::Status s = store_.Save(epoch, id_); !s.ok()) {
     log::Error("controller: cannot persist epoch {}, no round: {}", epoch, s.ToString());
+    metrics_->Round(ControllerMetrics::RoundOutcome::kNotStarted);
     absl::MutexLock lock(&mu_);
     for (const auto& [r, a] : answers) {
       SendDecisionLocked(r, a, false, 0, absl::StrCat("cannot persist epoch ", epoch));
@@ -338,6 +344,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     // 2. PREPARE to every watching worker of the affected regions.
     absl::MutexLock lock(&mu_);
     highest_epoch_ = epoch;
+    metrics_->Epochs(highest_epoch_, committed_epoch_);
     v1::TopologyEvent ev;
     ev.set_kind(v1::TopologyEvent::PREPARE);
     ev.mutable_topology()->set_epoch(epoch);
@@ -404,6 +411,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
             "OCS switch ", name, " at ", driver->target(), " refused epoch ", epoch,
             " as stale (a controller with a higher epoch drives it): ", r.status().message());
         reason = fenced_;
+        metrics_->Fenced();
         log::Error("controller {}: FENCED, planning stopped: {}", id_, fenced_);
       } else {
         reason = absl::StrCat("OCS switch ", name, " at ", driver->target(),
@@ -424,6 +432,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   mu_.Lock();
   committed_epoch_ = epoch;
   committed_ = target_specs;
+  metrics_->Epochs(highest_epoch_, committed_epoch_);
   v1::TopologyEvent ev;
   ev.set_kind(v1::TopologyEvent::COMMIT);
   *ev.mutable_topology() = TopologyProto(epoch, target_specs);
@@ -452,6 +461,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     SendLocked(w, std::move(with));
   }
   for (int r : regions) regions_[r].committed++;
+  metrics_->Round(ControllerMetrics::RoundOutcome::kCommitted);
   round_ = Round{epoch, true, to, {}};
   log::Info("controller: epoch {}: COMMIT region(s) {} ({} switches changed, {} workers)", epoch,
             names, applied.size(), to.size());
@@ -465,6 +475,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   }
   round_.reset();
   mu_.Unlock();
+  metrics_->RoundTime(absl::Now() - round_start);
   // 7. Learn how long the switches just took (for the next Decide / Apply).
   RefreshApplyTiming(applied);
   return true;

@@ -198,6 +198,18 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   std::unique_ptr<ControllerServer> s(new ControllerServer());
   s->controller_ = std::move(controller);
   s->service_ = std::make_unique<ControllerService>(s->controller_.get());
+  if (!options.metrics_listen.empty()) {
+    // The controller's API has no TLS: remote metrics only when allowed.
+    absl::StatusOr<std::unique_ptr<MetricsExposer>> m =
+        MetricsExposer::Start(options.metrics_listen, /*tls=*/false, options.metrics_allow_remote,
+                              s->controller_->metrics().registry());
+    if (!m.ok()) {
+      s->controller_->Shutdown();
+      return m.status();
+    }
+    s->metrics_ = std::move(*m);
+    log::Info("mixnet-controller: metrics on http://{}/metrics", s->metrics_->address());
+  }
   // Standard probes and tools: grpc.health.v1.Health ("" and the service)
   // and server reflection (grpcurl list / describe).
   grpc::EnableDefaultHealthCheckService(true);
@@ -258,6 +270,7 @@ void ControllerServer::Shutdown(absl::Duration grace) {
   }
   server_->Shutdown(absl::ToChronoTime(absl::Now()));
   server_->Wait();
+  metrics_.reset();
   if (!ready_file_.empty()) unlink(ready_file_.c_str());
   log::Info("mixnet-controller: server stopped");
 }

@@ -6,7 +6,11 @@
 // mixnet.control.v1.Controller, NOT_SERVING once shutting down) and server
 // reflection. Once serving,
 // the actual address is written atomically to ready_file when one is given;
-// the file is removed at clean shutdown.
+// the file is removed at clean shutdown. With metrics_listen the
+// controller's Prometheus metrics (controller_metrics.h) are served at
+// http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h: loopback
+// unless metrics_allow_remote, as this API has no TLS), up before the ready
+// file.
 //
 // Threading: Start/Shutdown from the owner's thread; handlers on gRPC's
 // sync-server threads, ReportTraffic's reactor on gRPC's callback threads.
@@ -25,6 +29,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
+#include "runtime/common/metrics_exposer.h"
 #include "runtime/control/controller.h"
 
 namespace mixnet::control {
@@ -64,6 +69,8 @@ class ControllerService final
 struct ServerOptions {
   std::string listen = "127.0.0.1:50561";  // host:port or unix:/path
   std::string ready_file;
+  std::string metrics_listen;         // HOST:PORT (port 0: ephemeral); empty: none
+  bool metrics_allow_remote = false;  // a non-loopback metrics_listen
 };
 
 class ControllerServer {
@@ -75,6 +82,8 @@ class ControllerServer {
   ~ControllerServer();
 
   const std::string& address() const { return address_; }
+  // "127.0.0.1:41234" where /metrics is served; empty without metrics_listen.
+  std::string metrics_address() const { return metrics_ ? metrics_->address() : std::string(); }
   Controller& controller() { return *controller_; }
 
   // Stops the controller (streams end, a round in progress aborts), lets
@@ -86,6 +95,7 @@ class ControllerServer {
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsExposer> metrics_;
   std::string address_;
   std::string ready_file_;
   bool stopped_ = false;

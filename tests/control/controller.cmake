@@ -45,3 +45,13 @@ mixnet_add_test(NAME controller_probe_test
 target_compile_definitions(controller_probe_test PRIVATE
   MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
 add_dependencies(controller_probe_test mixnet-controller)
+# Prometheus metrics (--metrics-listen): rounds, decisions, planner time,
+# workers scraped over HTTP; the binary's flags and listen policy.
+mixnet_add_test(NAME controller_metrics_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_metrics_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 60)
+target_compile_definitions(controller_metrics_test PRIVATE
+  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+add_dependencies(controller_metrics_test mixnet-controller)

@@ -122,6 +122,7 @@ struct ControllerSetup {
   absl::Duration prepare_deadline = absl::Seconds(2);
   absl::Duration commit_deadline = absl::Seconds(2);
   absl::Duration report_timeout = absl::Seconds(2);
+  std::string metrics_listen;  // ServerOptions::metrics_listen (empty: no metrics endpoint)
   // Drivers used instead of OcsSwitchDrivers to `switches` (fakes).
   std::map<std::string, std::shared_ptr<control::SwitchDriver>> drivers;
 };
@@ -149,6 +150,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
                    control::Controller::Start(std::move(o)));
   control::ServerOptions so;
   so.listen = s.listen;
+  so.metrics_listen = s.metrics_listen;
   return control::ControllerServer::Start(std::move(c), so);
 }
 
