@@ -18,6 +18,15 @@ void AddTree(CostBreakdown& c, double nics, const TreeBom& bom, const LinkPrices
   c.fibre += nics * bom.links * fibre_m * p.fibre_per_m;
 }
 
+// A tree whose tiers above the leaves carry 1/r of the NICs' capacity: the
+// NIC's own hop (one leaf port, two transceivers, one fibre) stays, the rest
+// of the bill of materials per NIC shrinks r-fold.
+TreeBom AboveLeavesOver(const TreeBom& t, double r) {
+  return TreeBom{.eps_ports = 1 + (t.eps_ports - 1) / r,
+                 .transceivers = 2 + (t.transceivers - 2) / r,
+                 .links = 1 + (t.links - 1) / r};
+}
+
 }  // namespace
 
 absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& f, int gpus, const Prices& prices) {
@@ -32,17 +41,13 @@ absl::StatusOr<CostBreakdown> NetworkCost(const FabricOptions& f, int gpus, cons
       AddTree(c, nics, prices.fattree, p, prices.fibre_m);
       break;
     case FabricKind::kRail:
-      AddTree(c, nics, prices.rail, p, prices.fibre_m);
+      // The rail spine (leaf uplinks and spine ports) follows
+      // --rail-spine-oversub, as the rail fabric's capacity does.
+      AddTree(c, nics, AboveLeavesOver(prices.rail, f.rail_spine_oversub), p, prices.fibre_m);
       break;
-    case FabricKind::kOversub: {
-      const double r = f.oversub;
-      const TreeBom& t = prices.fattree;
-      const TreeBom bom{.eps_ports = 1 + (t.eps_ports - 1) / r,
-                        .transceivers = 2 + (t.transceivers - 2) / r,
-                        .links = 1 + (t.links - 1) / r};
-      AddTree(c, nics, bom, p, prices.fibre_m);
+    case FabricKind::kOversub:
+      AddTree(c, nics, AboveLeavesOver(prices.fattree, f.oversub), p, prices.fibre_m);
       break;
-    }
     case FabricKind::kTopoOpt:
     case FabricKind::kMixNetStatic:
     case FabricKind::kMixNet: {
