@@ -28,7 +28,8 @@
 #include "tests/transport/verbs/sysfs_tree.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+// From the sanitizer runtime (GCC ships no header declaring it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace mixnet::transport::verbs {
