@@ -1,0 +1,161 @@
+// Emulation mode, one all-to-all (see emulated_cluster.h).
+#include "sim/emulated_cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status.h"
+#include "runtime/router/route_table_v2.h"
+#include "sim/flow_solver.h"
+
+namespace mixnet::sim {
+namespace {
+
+// The links of the emulated cluster, made as flows name them.
+class Links {
+ public:
+  Links(const cluster::ClusterSpec& spec, const EmulatedFabric& fabric)
+      : spec_(spec), fabric_(fabric) {}
+
+  // A host NIC in one direction (tx: out of the host, rx: into it).
+  absl::StatusOr<int> Nic(int host, const std::string& nic, bool tx) {
+    auto key = std::make_tuple(host, nic, tx);
+    auto it = nic_ids_.find(key);
+    if (it != nic_ids_.end()) return it->second;
+    const cluster::NicSpec* n = spec_.hosts[host].FindNic(nic);
+    if (n == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host ", spec_.hosts[host].name, " has no NIC ", nic));
+    }
+    const int id = Add(n->gbps * 1e9 / 8,
+                       absl::StrCat(spec_.hosts[host].name, "/", nic, tx ? " tx" : " rx"));
+    nic_ids_.emplace(key, id);
+    return id;
+  }
+  // Leaf `leaf`'s uplink towards (up) or from (down) the spine.
+  int Uplink(int leaf, bool up) {
+    auto key = std::make_pair(leaf, up);
+    auto it = uplink_ids_.find(key);
+    if (it != uplink_ids_.end()) return it->second;
+    const int id = Add(fabric_.leaf_uplink_Bps, absl::StrCat("leaf", leaf, up ? " up" : " down"));
+    uplink_ids_.emplace(key, id);
+    return id;
+  }
+  int Leaf(int host) const { return fabric_.leaf_hosts > 0 ? host / fabric_.leaf_hosts : 0; }
+  bool Leaves() const { return fabric_.leaf_hosts > 0; }
+
+  FlowNetwork& network() { return net_; }
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  int Add(double Bps, std::string name) {
+    names_.push_back(std::move(name));
+    return net_.AddLink(Bps);
+  }
+  const cluster::ClusterSpec& spec_;
+  const EmulatedFabric& fabric_;
+  FlowNetwork net_;
+  std::vector<std::string> names_;
+  std::map<std::tuple<int, std::string, bool>, int> nic_ids_;
+  std::map<std::pair<int, bool>, int> uplink_ids_;
+};
+
+}  // namespace
+
+absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
+                                                   const router::Topology& topology,
+                                                   const TrafficMatrix& matrix,
+                                                   const EmulatedFabric& fabric,
+                                                   const EmulatedRouting& routing) {
+  const int n = static_cast<int>(spec.hosts.size());
+  if (matrix.hosts() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("emulation: a ", matrix.hosts(), "-host matrix for a ", n, "-host spec"));
+  }
+  if (routing.version != 1 && routing.version != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("emulation: router v", routing.version));
+  }
+  if (routing.version == 2 && routing.demand == nullptr) {
+    return absl::InvalidArgumentError("emulation: router v2 needs the demand it splits by");
+  }
+  if (fabric.leaf_hosts > 0 && !(fabric.leaf_uplink_Bps > 0)) {
+    return absl::InvalidArgumentError("emulation: leaves without an uplink rate");
+  }
+  std::map<std::string, int> index;
+  for (int h = 0; h < n; ++h) index[spec.hosts[h].name] = h;
+  Links links(spec, fabric);
+  // Bytes per link, for the floor.
+  std::vector<double> carried;
+  auto carry = [&](const std::vector<int>& ids, double bytes) {
+    for (int id : ids) {
+      if (id >= static_cast<int>(carried.size())) carried.resize(id + 1, 0);
+      carried[id] += bytes;
+    }
+  };
+  EmulatedPrediction out;
+  for (int s = 0; s < n; ++s) {
+    bool any = false;
+    for (int d = 0; d < n; ++d) any |= d != s && matrix.at(s, d) > 0;
+    if (!any) continue;
+    absl::StatusOr<router::RouteTable> table =
+        routing.version == 2
+            ? router::BuildRouteTableV2(spec, topology, spec.hosts[s].name, *routing.demand,
+                                        router::RouterV2Options{.relay = routing.relay})
+            : router::BuildRouteTable(spec, topology, spec.hosts[s].name);
+    if (!table.ok()) return Annotate(table.status(), "emulation");
+    for (int d = 0; d < n; ++d) {
+      const double bytes = matrix.at(s, d);
+      if (d == s || !(bytes > 0)) continue;
+      for (const router::Path& p : table->PathsTo(spec.hosts[d].name)) {
+        if (p.kind == router::PathKind::kIntraHost || !(p.weight > 0)) continue;
+        std::vector<int> ids;
+        auto nic = [&](int host, const std::string& name, bool tx) -> absl::Status {
+          ASSIGN_OR_RETURN(int id, links.Nic(host, name, tx));
+          ids.push_back(id);
+          return absl::OkStatus();
+        };
+        if (p.kind == router::PathKind::kRelay) {
+          auto r = index.find(p.relay_host);
+          if (r == index.end()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("emulation: unknown relay host ", p.relay_host));
+          }
+          RETURN_IF_ERROR(nic(s, p.local_nic, true));
+          RETURN_IF_ERROR(nic(r->second, p.remote_nic, false));
+          RETURN_IF_ERROR(nic(r->second, p.relay_nic, true));
+          RETURN_IF_ERROR(nic(d, p.peer_nic, false));
+        } else {
+          RETURN_IF_ERROR(nic(s, p.local_nic, true));
+          if (p.kind == router::PathKind::kEps && links.Leaves() &&
+              links.Leaf(s) != links.Leaf(d)) {
+            ids.push_back(links.Uplink(links.Leaf(s), true));
+            ids.push_back(links.Uplink(links.Leaf(d), false));
+          }
+          RETURN_IF_ERROR(nic(d, p.remote_nic, false));
+        }
+        const double f = bytes * p.weight;
+        links.network().AddFlow(f, ids);
+        carry(ids, f);
+        ++out.flows;
+      }
+    }
+  }
+  const SolveResult r = SolveMaxMin(links.network());
+  out.time_s = r.completion_s;
+  for (size_t id = 0; id < carried.size(); ++id) {
+    const double rate = links.network().capacity(static_cast<int>(id));
+    if (!(rate > 0)) continue;
+    const double t = std::max(0.0, carried[id] - fabric.burst_bytes) / rate;
+    if (t > out.floor_s) {
+      out.floor_s = t;
+      out.busiest = links.names()[id];
+    }
+  }
+  return out;
+}
+
+}  // namespace mixnet::sim

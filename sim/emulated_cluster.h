@@ -1,0 +1,62 @@
+// Emulation mode of the fabric simulator (issue 22 item 5), first part: one
+// all-to-all on a cluster spec as the emulated cluster carries it, so that
+// the simulator's figure can be set beside a measured one. The model:
+//   - every NIC of the spec is a link of its own rate in each direction (the
+//     token bucket in front of each veth end, emulation/links.h);
+//   - EPS NICs hang off one non-blocking bridge, or, with `leaf_hosts` > 0,
+//     off leaf bridges of that many hosts (host h on leaf h / leaf_hosts)
+//     whose uplinks to the spine carry `leaf_uplink_Bps` each way (the
+//     demo's oversubscribed fabric), crossed by flows between two leaves;
+//   - a circuit of the topology joins two OCS NICs directly;
+//   - each host pair's bytes follow the workers' own route tables
+//     (runtime/router: v1, or v2 split by the plan's demand, with relays
+//     through a third host when asked), one flow per path and weight;
+//   - the flows share the links max-min fairly, recomputed at every flow's
+//     end (flow_solver.h), as for the simulator's other fabrics.
+// What it leaves out, and so where a measurement should be slower: TCP's
+// own dynamics (slow start, losses and retransmission timeouts at the token
+// buckets' queues), the collectives' per-message round trips, relays' store
+// and forward per chunk, and the CPUs that move every byte. The floor (the
+// busiest link-direction's bytes over its rate, less the bucket an idle link
+// sends at once) is the demo's accounting.h floor, from the routed bytes.
+// Pure computation; any thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/locality/traffic_matrix.h"
+#include "runtime/router/route_table.h"
+
+namespace mixnet::sim {
+
+struct EmulatedFabric {
+  int leaf_hosts = 0;           // > 0: EPS NICs on leaves of this many hosts
+  double leaf_uplink_Bps = 0;   // each leaf's uplink, each direction (bytes/s)
+  double burst_bytes = 0;       // token bucket of every link (for the floor)
+};
+
+struct EmulatedRouting {
+  int version = 1;                          // router v1 or v2
+  bool relay = false;                       // v2: two-hop relays allowed
+  const TrafficMatrix* demand = nullptr;    // v2: the matrix the split is planned from
+};
+
+struct EmulatedPrediction {
+  double time_s = 0;     // when the last flow ends
+  double floor_s = 0;    // the busiest link-direction's bytes (less the burst) over its rate
+  std::string busiest;   // "h3/eps0 rx", "leaf1 up"
+  int flows = 0;
+};
+
+// `matrix`: bytes host i sends host j, hosts in the spec's order (the
+// diagonal stays inside a host). InvalidArgument for a matrix of another
+// size, a topology the spec does not allow, or v2 without a demand.
+absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
+                                                   const router::Topology& topology,
+                                                   const TrafficMatrix& matrix,
+                                                   const EmulatedFabric& fabric,
+                                                   const EmulatedRouting& routing);
+
+}  // namespace mixnet::sim
