@@ -66,24 +66,53 @@ class Links {
 
 }  // namespace
 
-absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
-                                                   const router::Topology& topology,
-                                                   const TrafficMatrix& matrix,
-                                                   const EmulatedFabric& fabric,
-                                                   const EmulatedRouting& routing) {
-  const int n = static_cast<int>(spec.hosts.size());
-  if (matrix.hosts() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("emulation: a ", matrix.hosts(), "-host matrix for a ", n, "-host spec"));
-  }
+absl::StatusOr<std::vector<router::RouteTable>> EmulatedRouteTables(
+    const cluster::ClusterSpec& spec, const router::Topology& topology,
+    const EmulatedRouting& routing) {
   if (routing.version != 1 && routing.version != 2) {
     return absl::InvalidArgumentError(absl::StrCat("emulation: router v", routing.version));
   }
   if (routing.version == 2 && routing.demand == nullptr) {
     return absl::InvalidArgumentError("emulation: router v2 needs the demand it splits by");
   }
+  std::vector<router::RouteTable> tables;
+  for (const cluster::HostSpec& h : spec.hosts) {
+    absl::StatusOr<router::RouteTable> table =
+        routing.version == 2
+            ? router::BuildRouteTableV2(spec, topology, h.name, *routing.demand,
+                                        router::RouterV2Options{.relay = routing.relay})
+            : router::BuildRouteTable(spec, topology, h.name);
+    if (!table.ok()) return Annotate(table.status(), "emulation");
+    tables.push_back(*std::move(table));
+  }
+  return tables;
+}
+
+absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
+                                                   const router::Topology& topology,
+                                                   const TrafficMatrix& matrix,
+                                                   const EmulatedFabric& fabric,
+                                                   const EmulatedRouting& routing) {
+  ASSIGN_OR_RETURN(std::vector<router::RouteTable> tables,
+                   EmulatedRouteTables(spec, topology, routing));
+  return PredictAlltoall(spec, tables, matrix, fabric);
+}
+
+absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
+                                                   const std::vector<router::RouteTable>& tables,
+                                                   const TrafficMatrix& matrix,
+                                                   const EmulatedFabric& fabric) {
+  const int n = static_cast<int>(spec.hosts.size());
+  if (matrix.hosts() != n || static_cast<int>(tables.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("emulation: a ", matrix.hosts(),
+                                                   "-host matrix and ", tables.size(),
+                                                   " route tables for a ", n, "-host spec"));
+  }
   if (fabric.leaf_hosts > 0 && !(fabric.leaf_uplink_Bps > 0)) {
     return absl::InvalidArgumentError("emulation: leaves without an uplink rate");
+  }
+  if (!(fabric.wire_per_payload >= 1)) {
+    return absl::InvalidArgumentError("emulation: fewer wire bytes than payload bytes");
   }
   std::map<std::string, int> index;
   for (int h = 0; h < n; ++h) index[spec.hosts[h].name] = h;
@@ -98,19 +127,11 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
   };
   EmulatedPrediction out;
   for (int s = 0; s < n; ++s) {
-    bool any = false;
-    for (int d = 0; d < n; ++d) any |= d != s && matrix.at(s, d) > 0;
-    if (!any) continue;
-    absl::StatusOr<router::RouteTable> table =
-        routing.version == 2
-            ? router::BuildRouteTableV2(spec, topology, spec.hosts[s].name, *routing.demand,
-                                        router::RouterV2Options{.relay = routing.relay})
-            : router::BuildRouteTable(spec, topology, spec.hosts[s].name);
-    if (!table.ok()) return Annotate(table.status(), "emulation");
+    const router::RouteTable& table = tables[s];
     for (int d = 0; d < n; ++d) {
       const double bytes = matrix.at(s, d);
       if (d == s || !(bytes > 0)) continue;
-      for (const router::Path& p : table->PathsTo(spec.hosts[d].name)) {
+      for (const router::Path& p : table.PathsTo(spec.hosts[d].name)) {
         if (p.kind == router::PathKind::kIntraHost || !(p.weight > 0)) continue;
         std::vector<int> ids;
         auto nic = [&](int host, const std::string& name, bool tx) -> absl::Status {
@@ -137,7 +158,7 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
           }
           RETURN_IF_ERROR(nic(d, p.remote_nic, false));
         }
-        const double f = bytes * p.weight;
+        const double f = bytes * p.weight * fabric.wire_per_payload;
         links.network().AddFlow(f, ids);
         carry(ids, f);
         ++out.flows;
@@ -149,7 +170,7 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
   for (size_t id = 0; id < carried.size(); ++id) {
     const double rate = links.network().capacity(static_cast<int>(id));
     if (!(rate > 0)) continue;
-    const double t = std::max(0.0, carried[id] - fabric.burst_bytes) / rate;
+    const double t = std::max(0.0, carried[id] / rate - fabric.burst_s);
     if (t > out.floor_s) {
       out.floor_s = t;
       out.busiest = links.names()[id];

@@ -13,8 +13,10 @@
 //     through a third host when asked), one flow per path and weight;
 //   - the flows share the links max-min fairly, recomputed at every flow's
 //     end (flow_solver.h), as for the simulator's other fabrics.
+// Bytes count as frames on the wire (`wire_per_payload`, headers included),
+// as the token buckets and the NIC counters of the demo's floor count them.
 // What it leaves out, and so where a measurement should be slower: TCP's
-// own dynamics (slow start, losses and retransmission timeouts at the token
+// ACKs, its own dynamics (slow start, losses and retransmission timeouts at the token
 // buckets' queues), the collectives' per-message round trips, relays' store
 // and forward per chunk, and the CPUs that move every byte. The floor (the
 // busiest link-direction's bytes over its rate, less the bucket an idle link
@@ -23,6 +25,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/cluster/cluster_spec.h"
@@ -34,8 +37,18 @@ namespace mixnet::sim {
 struct EmulatedFabric {
   int leaf_hosts = 0;           // > 0: EPS NICs on leaves of this many hosts
   double leaf_uplink_Bps = 0;   // each leaf's uplink, each direction (bytes/s)
-  double burst_bytes = 0;       // token bucket of every link (for the floor)
+  double burst_s = 0;           // token bucket of every link, in seconds of its rate (floor)
+  // Bytes on the wire per payload byte (the token buckets count whole
+  // frames): kTcpFrameOverhead for TCP over the emulation's veths, 1 for
+  // payload alone.
+  double wire_per_payload = 1;
 };
+
+// A full TCP segment on a 1500-byte MTU with timestamps (Linux's default)
+// carries 1448 payload bytes in a 1514-byte Ethernet frame (20 IPv4 + 32 TCP
+// with the timestamp option + 14 Ethernet). The ACKs the other way (one per
+// two segments, 66 bytes: about 2% more on each link) are not counted.
+inline constexpr double kTcpFrameOverhead = 1514.0 / 1448.0;
 
 struct EmulatedRouting {
   int version = 1;                          // router v1 or v2
@@ -50,9 +63,21 @@ struct EmulatedPrediction {
   int flows = 0;
 };
 
+// Every host's route table (spec order) under `topology` and `routing`, as
+// the workers build them. InvalidArgument for a topology the spec does not
+// allow, or v2 without a demand.
+absl::StatusOr<std::vector<router::RouteTable>> EmulatedRouteTables(
+    const cluster::ClusterSpec& spec, const router::Topology& topology,
+    const EmulatedRouting& routing);
+
 // `matrix`: bytes host i sends host j, hosts in the spec's order (the
-// diagonal stays inside a host). InvalidArgument for a matrix of another
-// size, a topology the spec does not allow, or v2 without a demand.
+// diagonal stays inside a host); `tables` from EmulatedRouteTables.
+// InvalidArgument for a matrix or tables of another size.
+absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
+                                                   const std::vector<router::RouteTable>& tables,
+                                                   const TrafficMatrix& matrix,
+                                                   const EmulatedFabric& fabric);
+// The same, building the tables first.
 absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& spec,
                                                    const router::Topology& topology,
                                                    const TrafficMatrix& matrix,

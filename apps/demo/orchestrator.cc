@@ -18,6 +18,7 @@
 #include "apps/demo/phase_result.h"
 #include "apps/demo/report.h"
 #include "apps/demo/run_config.h"
+#include "apps/demo/simulation.h"
 #include "emulation/emulated_fabric.h"
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
@@ -250,6 +251,20 @@ class Demo {
     }
     absl::Status read = ReadResults(c, spec, uplink_gbps, r);
     if (!waited.ok()) return Annotate(waited, absl::StrCat(name, " phase"));
+    if (read.ok()) {
+      PhaseSimulation sim;
+      sim.kind = kind;
+      sim.compute = o_.compute;
+      sim.iterations = o_.iterations;
+      sim.router = o_.router;
+      sim.relay = o_.relay;
+      sim.static_demand = c.static_demand;
+      sim.leaf_hosts = o_.leaf_hosts;
+      sim.uplink_gbps = uplink_gbps;
+      sim.burst_ms = o_.burst_ms;
+      sim.loopback = o_.loopback;
+      SimulatePhase(sim, spec, w_, r);
+    }
     return read;
   }
 

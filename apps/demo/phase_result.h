@@ -27,6 +27,9 @@ struct IterationStats {
   double loss_ms = 0;     // waiting for rounds before all-to-alls
   double floor_ms = 0;    // sum of the all-to-alls' floors
   double compute_ms = 0;  // the slowest rank's compute sleeps
+  // The simulator's prediction (simulation.h), when PhaseResult::simulated.
+  double simulated_ms = 0;
+  double simulated_alltoall_ms = 0;
 };
 
 struct PhaseResult {
@@ -41,6 +44,8 @@ struct PhaseResult {
   uint64_t bytes_bad = 0;
   uint64_t retransmits = 0;  // all hosts' TCP RetransSegs during the run
   double cpu_idle = -1;      // idle share of all CPUs during the all-to-alls (-1: unknown)
+  bool simulated = false;    // the iterations' simulated_* are the simulator's (simulation.h)
+  std::string simulated_why;  // why not, when not
   // mixnet: controller rounds (GetStatus) and what the workers saw.
   int64_t reconfigurations = -1;
   int64_t rounds_aborted = 0, rounds_skipped = 0;

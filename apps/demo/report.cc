@@ -101,16 +101,18 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
   std::printf(
       "\n# per fabric (means per iteration; floor: bytes over rate of the busiest link, "
       "per all-to-all)\n");
-  std::printf("%-12s %10s %9s %9s %9s %6s %-18s %8s %6s %6s %12s %6s\n", "fabric", "iteration",
-              "alltoall", "reconfig", "floor", "util", "busiest link", "retrans", "idle", "rounds",
-              "verified", "lost");
+  std::printf("%-12s %10s %9s %9s %9s %9s %6s %-18s %8s %6s %6s %12s %6s\n", "fabric",
+              "iteration", "simulated", "alltoall", "reconfig", "floor", "util", "busiest link",
+              "retrans", "idle", "rounds", "verified", "lost");
   for (const PhaseResult& p : phases) {
     if (!p.status.ok()) {
       std::printf("%-12s FAILED: %s\n", p.fabric.c_str(), p.status.ToString().c_str());
       continue;
     }
-    std::printf("%-12s %10.1f %9.1f %9.1f %9.1f %5.0f%% %-18s %8lu %5.0f%% %6ld %12lu %6lu\n",
-                p.fabric.c_str(), p.Mean(&IterationStats::wall_ms),
+    const std::string simulated =
+        p.simulated ? absl::StrFormat("%.1f", p.Mean(&IterationStats::simulated_ms)) : "-";
+    std::printf("%-12s %10.1f %9s %9.1f %9.1f %9.1f %5.0f%% %-18s %8lu %5.0f%% %6ld %12lu %6lu\n",
+                p.fabric.c_str(), p.Mean(&IterationStats::wall_ms), simulated.c_str(),
                 p.Mean(&IterationStats::alltoall_ms), p.Mean(&IterationStats::loss_ms),
                 p.Mean(&IterationStats::floor_ms), 100 * p.bound.utilisation(),
                 p.BusiestLink().c_str(), static_cast<unsigned long>(p.retransmits),
@@ -186,6 +188,14 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       if (!p.status.ok()) j["error"] = p.status.ToString();
       j["iteration_ms"] = p.Mean(&IterationStats::wall_ms);
       j["alltoall_ms"] = p.Mean(&IterationStats::alltoall_ms);
+      // The simulator's prediction of the same iterations (emulation mode).
+      if (p.simulated) {
+        j["simulated_ms"] = p.Mean(&IterationStats::simulated_ms);
+        j["simulated_alltoall_ms"] = p.Mean(&IterationStats::simulated_alltoall_ms);
+      } else {
+        j["simulated_ms"] = nullptr;
+        j["simulated_why"] = p.simulated_why;
+      }
       j["reconfig_loss_ms"] = p.Mean(&IterationStats::loss_ms);
       j["floor_ms"] = p.Mean(&IterationStats::floor_ms);
       j["compute_ms"] = p.Mean(&IterationStats::compute_ms);

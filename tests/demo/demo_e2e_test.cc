@@ -7,6 +7,10 @@
 //     all-to-alls of an iteration: iterations x 4 x layers x hosts x tokens x
 //     token_bytes per fabric), none lost, the summary's keys, and no
 //     namespace left behind;
+//   - the simulator's prediction beside each measurement: a tiny run of the
+//     four fabrics without a controller, whose simulated all-to-all time
+//     must match the floor the NIC counters measure within 10% (the model
+//     routes the same bytes over the same links);
 //   - a MixNet-only run with continuous checksummed all-to-alls commits at
 //     least 100 planned reconfigurations with nothing lost;
 //   - the controller killed and restarted mid-run: nothing lost, a higher
@@ -126,6 +130,16 @@ TEST(DemoE2E, AllFabricsAccountingHolds) {
     }
   }
   EXPECT_GT(by["mixnet"]["reconfigurations"].get<int64_t>(), 0);
+  // The simulator's prediction beside each measurement (emulation mode); not
+  // yet for mixnet, whose circuits follow the controller's rounds.
+  for (const char* f : {"eps", "oversub", "static", "nonblocking"}) {
+    ASSERT_TRUE(by[f]["simulated_ms"].is_number()) << f << ": " << by[f].dump();
+    EXPECT_GT(by[f]["simulated_alltoall_ms"].get<double>(), 0) << f;
+    EXPECT_LT(by[f]["simulated_alltoall_ms"].get<double>(), by[f]["simulated_ms"].get<double>())
+        << f;
+  }
+  EXPECT_TRUE(by["mixnet"]["simulated_ms"].is_null());
+  EXPECT_NE(by["mixnet"]["simulated_why"].get<std::string>().find("mixnet"), std::string::npos);
   const nlohmann::json& s = lines[5];
   std::printf("%s\n", s.dump().c_str());
   for (const char* key : {"cpu_bound", "mixnet_vs_nonblocking", "mixnet_vs_eps",
@@ -134,6 +148,60 @@ TEST(DemoE2E, AllFabricsAccountingHolds) {
   }
   EXPECT_EQ(s["bytes_lost"].get<uint64_t>(), 0u);
   EXPECT_EQ(s["bytes_verified"].get<uint64_t>(), 5 * ClosedFormBytes(w, iterations));
+}
+
+// A tiny emulated run against its simulation (issue 22 item 5): 4 hosts, 2 MiB
+// per rank per all-to-all at 50 Mbit/s. What is checked is what the model
+// must get right whatever the CPUs do: the bytes it routes over each link.
+// How close its times come to the measured ones (the +-15% target) is a
+// performance figure: the demo prints it beside each measurement, and it
+// holds only where the data plane runs its busiest link near its rate.
+const DemoRun& TinyRun(std::string* prefix_out) {
+  static const std::string prefix = testing::UniquePrefix("demosim");
+  static const DemoRun run = [] {
+    const std::string args = absl::StrCat(
+        "--json --no-progress --fabrics eps,oversub,static,nonblocking --iterations 2 --hosts 4 "
+        "--layers 2 --experts-per-host 2 --tokens 256 --token-bytes 8192 --seed 3 "
+        "--drift-every 2 --attention-ms 5 --expert-ms 5 --head-ms 5 --expert-bwd-ms 5 "
+        "--attention-bwd-ms 5 --ocs-nics 2 --gbps 0.05 --leaf-hosts 2 --prefix ",
+        prefix, " --timeout-s 120");
+    DemoRun r = RunDemo(args, 300);
+    for (const char* p : {"ep", "ov", "st", "no"}) {
+      (void)emulation::EmulatedFabric::DownPrefix(prefix + p);
+    }
+    return r;
+  }();
+  *prefix_out = prefix;
+  return run;
+}
+
+std::map<std::string, nlohmann::json> TinyRunFabrics() {
+  std::string prefix;
+  const DemoRun& r = TinyRun(&prefix);
+  EXPECT_EQ(r.exit_code, 0) << r.out << "\n" << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
+  std::map<std::string, nlohmann::json> by;
+  for (const nlohmann::json& j : JsonLines(r.out)) {
+    if (j.contains("fabric")) by[j["fabric"].get<std::string>()] = j;
+  }
+  return by;
+}
+
+// The simulator routes the same bytes over the same links as the data plane:
+// its all-to-all time is the busiest link's load over its rate, which the
+// NIC counters measure as the floor (they count ACKs and retransmissions
+// too, which the model leaves out).
+TEST(DemoE2E, SimulationPredictsTheFloorOfATinyRun) {
+  MIXNET_SKIP_UNLESS_NETNS();
+  const std::map<std::string, nlohmann::json> by = TinyRunFabrics();
+  for (const char* f : {"eps", "oversub", "static", "nonblocking"}) {
+    ASSERT_TRUE(by.count(f)) << f;
+    const nlohmann::json& j = by.at(f);
+    std::printf("%s\n", j.dump().c_str());
+    ASSERT_TRUE(j["simulated_ms"].is_number()) << f;
+    const double sim = j["simulated_alltoall_ms"].get<double>();
+    const double floor = j["floor_ms"].get<double>();
+    EXPECT_NEAR(sim, floor, 0.1 * floor) << f;
+  }
 }
 
 TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {

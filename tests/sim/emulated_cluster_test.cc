@@ -49,6 +49,10 @@ TEST(EmulatedCluster, UniformOverEpsIsThreeBlocksPerNic) {
   EXPECT_NEAR(p->floor_s, 0.3, 1e-9);
   EXPECT_EQ(p->flows, 12);
   EXPECT_THAT(p->busiest, HasSubstr("/eps0"));
+  // As TCP frames: 1514 wire bytes per 1448 payload bytes.
+  p = PredictAlltoall(Spec(), router::Topology{}, m, {.wire_per_payload = kTcpFrameOverhead}, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->time_s, 0.3 * 1514 / 1448, 1e-9);
 }
 
 TEST(EmulatedCluster, LeavesSendCrossLeafBytesThroughTheirUplinks) {
@@ -63,8 +67,8 @@ TEST(EmulatedCluster, LeavesSendCrossLeafBytesThroughTheirUplinks) {
   EXPECT_NEAR(p->time_s, 0.4, 1e-9);
   EXPECT_NEAR(p->floor_s, 0.4, 1e-9);
   EXPECT_THAT(p->busiest, HasSubstr("leaf"));
-  // A burst of 1 MB off every link: the floor is (4 - 1) MB / 10 MB/s.
-  f.burst_bytes = 1e6;
+  // A bucket of 0.1 s of every link's rate off each: the floor is 0.3 s.
+  f.burst_s = 0.1;
   p = PredictAlltoall(Spec(), {}, m, f, {});
   ASSERT_TRUE(p.ok());
   EXPECT_NEAR(p->floor_s, 0.3, 1e-9);
@@ -114,7 +118,7 @@ TEST(EmulatedCluster, RelaysAddATwoHopPathThroughAThirdHost) {
 
 TEST(EmulatedCluster, BadInputsAreErrors) {
   TrafficMatrix small(3);
-  EXPECT_EQ(PredictAlltoall(Spec(), {}, small, {}, {}).status().code(),
+  EXPECT_EQ(PredictAlltoall(Spec(), router::Topology{}, small, {}, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   TrafficMatrix m(4);
   m.at(0, 1) = 1;

@@ -1,0 +1,43 @@
+// The fabric simulator's prediction of one demo phase (issue 22 item 5,
+// emulation mode): per iteration, the step model's compute (step.h) plus
+// each all-to-all of the step as sim/emulated_cluster.h carries it on the
+// phase's spec (its NICs' rates, the oversubscribed leaves' uplinks, the
+// static fabric's circuits) with the routing the workers run (static under
+// router v2: split by the mean matrix it was planned from; the others have
+// no circuits), every byte as TCP frames on the wire. The mixnet phase is not simulated yet: its circuits change
+// with the controller's rounds, which the prediction would have to replay;
+// loopback runs have no link rates. Main thread of the orchestrator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/demo/fabric_spec.h"
+#include "apps/demo/phase_result.h"
+#include "apps/demo/step.h"
+#include "apps/demo/workload.h"
+#include "runtime/cluster/cluster_spec.h"
+
+namespace mixnet::demo {
+
+struct PhaseSimulation {
+  FabricKind kind = FabricKind::kEps;
+  ComputeOptions compute;
+  int64_t iterations = 0;
+  std::string router = "v2";
+  bool relay = false;
+  std::vector<double> static_demand;  // static, router v2 (host order, row-major)
+  int leaf_hosts = 0;                 // oversub
+  double uplink_gbps = 0;             // oversub: each leaf's uplink
+  double burst_ms = 1;                // every link's bucket, ms of its rate
+  bool loopback = false;
+};
+
+// Fills r.iterations[i].simulated_ms and .simulated_alltoall_ms for the
+// iterations r holds and sets r.simulated, or leaves them and says why in
+// r.simulated_why (mixnet, loopback, or the simulator's error).
+void SimulatePhase(const PhaseSimulation& p, const cluster::ClusterSpec& spec, const Workload& w,
+                   PhaseResult& r);
+
+}  // namespace mixnet::demo
