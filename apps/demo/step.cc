@@ -1,6 +1,7 @@
 // The demo's training step (see step.h).
 #include "apps/demo/step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -113,6 +114,23 @@ std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
     out.push_back(Compute("attention-bwd", l, kBackwardPass, c.attention_bwd_ms));
   }
   return out;
+}
+
+void AlltoallTimes::Clear() { std::fill(ms_.begin(), ms_.end(), 0.0); }
+
+size_t AlltoallTimes::Index(const StepItem& s) const {
+  if (s.layer < 0 || static_cast<size_t>(s.layer) * 4 >= ms_.size()) return ms_.size();
+  return static_cast<size_t>(s.layer) * 4 + (s.pass == kBackwardPass ? 2 : 0) +
+         (s.transpose ? 1 : 0);
+}
+
+void AlltoallTimes::Record(const StepItem& alltoall, double ms) {
+  if (const size_t i = Index(alltoall); i < ms_.size()) ms_[i] = ms;
+}
+
+double AlltoallTimes::For(const StepItem& report) const {
+  const size_t i = Index(report);
+  return i < ms_.size() ? ms_[i] : 0.0;
 }
 
 }  // namespace mixnet::demo

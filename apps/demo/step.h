@@ -69,4 +69,22 @@ struct StepItem {
 std::vector<StepItem> IterationSteps(int64_t iteration, int64_t iterations, int layers,
                                      const ComputeOptions& c);
 
+// The measured times of one iteration's all-to-alls, so that a report row
+// carries the time of the all-to-all it describes (TrafficRow::observed_ms):
+// the one of the same layer, pass and shape (D_l or its transpose) in this
+// iteration, when it has already run. Forward rows follow their dispatch; the
+// last backward row follows the dispatch-grad it describes; the other
+// backward rows precede their all-to-all and carry no time (0).
+class AlltoallTimes {
+ public:
+  explicit AlltoallTimes(int layers) : ms_(static_cast<size_t>(layers) * 4, 0.0) {}
+  void Clear();                                      // a new iteration
+  void Record(const StepItem& alltoall, double ms);  // a kAlltoall item's call
+  double For(const StepItem& report) const;          // a kReport item; 0 when none
+
+ private:
+  size_t Index(const StepItem& s) const;  // ms_.size() when out of range
+  std::vector<double> ms_;                // layer x pass x shape
+};
+
 }  // namespace mixnet::demo

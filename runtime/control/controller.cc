@@ -300,6 +300,10 @@ void Controller::CompleteLocked(int region, CompletedMatrix m) {
               absl::StrJoin(m.missing, ", "));
   }
   reports.LearnOrder(m.key);
+  if (m.observed_ms > 0) {
+    regions_[region].last_observed_ms = m.observed_ms;
+    metrics_->Observed(region, m.observed_ms / 1e3);
+  }
   Completed c{region, std::move(m), std::nullopt};
   c.next = reports.NextDispatch(c.m.key.key);
   completed_.push_back(std::move(c));
@@ -364,7 +368,8 @@ absl::Status Controller::Report(const v1::TrafficReport& report) {
   }
   ASSIGN_OR_RETURN(std::optional<CompletedMatrix> done,
                    regions_[s.region].reports.Add(s.worker_id, s.host, key, peers, bytes,
-                                                  ExpectedLocked(s.region), absl::Now(), plan));
+                                                  ExpectedLocked(s.region), absl::Now(), plan,
+                                                  report.observed_ms()));
   if (done) CompleteLocked(s.region, std::move(*done));
   return absl::OkStatus();
 }
@@ -479,6 +484,7 @@ v1::ControllerStatus Controller::GetStatus() const {
     rs->set_rounds_skipped(regions_[r].skipped);
     rs->set_last_predicted_ms(regions_[r].last_predicted_ms);
     rs->set_last_current_ms(regions_[r].last_current_ms);
+    rs->set_last_observed_ms(regions_[r].last_observed_ms);
   }
   return st;
 }

@@ -129,6 +129,8 @@ class Controller {
     RegionReports reports;
     uint64_t committed = 0, aborted = 0, skipped = 0;
     double last_predicted_ms = 0, last_current_ms = 0;  // the latest decision's model times
+    // The latest completed matrix with measured times: its slowest worker's (ms).
+    double last_observed_ms = 0;
   };
   struct Round {
     uint64_t epoch = 0;

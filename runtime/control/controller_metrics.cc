@@ -47,6 +47,11 @@ ControllerMetrics::ControllerMetrics(const std::vector<std::string>& regions)
                       .Name("mixnet_controller_current_completion_seconds")
                       .Help("Latest decision: model all-to-all time on the installed topology")
                       .Register(r);
+  auto& observed =
+      prometheus::BuildGauge()
+          .Name("mixnet_controller_observed_completion_seconds")
+          .Help("Latest matrix with measured times: the slowest worker's all-to-all call")
+          .Register(r);
   auto& workers = prometheus::BuildGauge()
                       .Name("mixnet_controller_workers")
                       .Help("Registered workers by region")
@@ -55,7 +60,7 @@ ControllerMetrics::ControllerMetrics(const std::vector<std::string>& regions)
     regions_.push_back(Region{&decide.Add({{"region", name}, {"outcome", "reconfigure"}}),
                               &decide.Add({{"region", name}, {"outcome", "keep"}}),
                               &predicted.Add({{"region", name}}), &current.Add({{"region", name}}),
-                              &workers.Add({{"region", name}})});
+                              &observed.Add({{"region", name}}), &workers.Add({{"region", name}})});
   }
   no_region_workers_ = &workers.Add({{"region", ""}});
   epoch_ = OneGauge(r, "mixnet_controller_epoch", "Highest fencing epoch issued (persisted)");
@@ -94,6 +99,11 @@ void ControllerMetrics::Decided(int region, bool reconfigure, double predicted_s
   (reconfigure ? g.reconfigure : g.keep)->Increment();
   g.predicted->Set(predicted_s);
   g.current->Set(current_s);
+}
+
+void ControllerMetrics::Observed(int region, double observed_s) {
+  if (region < 0 || region >= static_cast<int>(regions_.size())) return;
+  regions_[region].observed->Set(observed_s);
 }
 
 void ControllerMetrics::Workers(int region, int delta) {

@@ -19,6 +19,11 @@
 //                                             last_predicted_ms)
 //   mixnet_controller_current_completion_seconds{region}  ... on the topology
 //                                             installed before (last_current_ms)
+//   mixnet_controller_observed_completion_seconds{region}  the latest completed
+//                                             matrix with measured times: the
+//                                             slowest worker's all-to-all call
+//                                             (TrafficReport.observed_ms; GetStatus'
+//                                             last_observed_ms)
 //   mixnet_controller_workers{region}         registered workers (region "" for
 //                                             hosts in no region)
 //   mixnet_controller_epoch                   highest epoch issued (persisted)
@@ -55,6 +60,8 @@ class ControllerMetrics {
   void PlannerTime(absl::Duration d);
   // Region index `region` (spec order) was decided; the model's times in s.
   void Decided(int region, bool reconfigure, double predicted_s, double current_s);
+  // A matrix of region `region` completed with measured times; the slowest, in s.
+  void Observed(int region, double observed_s);
   // A worker joined (+1) or left (-1) region `region` (-1: in no region).
   void Workers(int region, int delta);
   void Epochs(uint64_t highest, uint64_t committed);
@@ -66,6 +73,7 @@ class ControllerMetrics {
     prometheus::Counter* keep;
     prometheus::Gauge* predicted;
     prometheus::Gauge* current;
+    prometheus::Gauge* observed;
     prometheus::Gauge* workers;
   };
   std::shared_ptr<prometheus::Registry> registry_;

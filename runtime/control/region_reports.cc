@@ -27,7 +27,8 @@ int RegionReports::HostIndex(const std::string& host) const {
 absl::StatusOr<std::optional<CompletedMatrix>> RegionReports::Add(
     const std::string& worker_id, const std::string& host, const StepKey& key,
     const std::vector<std::string>& peer_hosts, const std::vector<double>& bytes,
-    const std::set<std::string>& expected, absl::Time now, const std::optional<PlanTarget>& plan) {
+    const std::set<std::string>& expected, absl::Time now, const std::optional<PlanTarget>& plan,
+    double observed_ms) {
   const std::string who = absl::StrCat(
       "report from worker ", worker_id, " (host ", host, ", ", KeyString(key.key),
       key.pass == kBackwardPass ? " backward" : "", ", iteration ", key.iteration, ")");
@@ -45,7 +46,10 @@ absl::StatusOr<std::optional<CompletedMatrix>> RegionReports::Add(
                                                    " columns, region '", region_, "' has ",
                                                    hosts_.size(), " hosts"));
   }
-  Row row{src, std::vector<double>(hosts_.size(), 0.0)};
+  if (!std::isfinite(observed_ms) || observed_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": observed_ms is ", observed_ms));
+  }
+  Row row{src, std::vector<double>(hosts_.size(), 0.0), observed_ms};
   std::vector<bool> seen(hosts_.size(), false);
   for (size_t i = 0; i < peer_hosts.size(); ++i) {
     const int dst = HostIndex(peer_hosts[i]);
@@ -109,10 +113,11 @@ std::vector<CompletedMatrix> RegionReports::Expire(const std::set<std::string>& 
 
 CompletedMatrix RegionReports::Build(const StepKey& key, const Pending& p,
                                      const std::set<std::string>& expected) const {
-  CompletedMatrix c{key, TrafficMatrix(static_cast<int>(hosts_.size())), {}, p.plan};
+  CompletedMatrix c{key, TrafficMatrix(static_cast<int>(hosts_.size())), {}, p.plan, 0};
   for (const auto& [worker, row] : p.rows) {
     for (size_t j = 0; j < row.bytes.size(); ++j)
       c.matrix.Add(row.src, static_cast<int>(j), row.bytes[j]);
+    c.observed_ms = std::max(c.observed_ms, row.observed_ms);
   }
   for (const std::string& w : expected) {
     if (p.rows.count(w) == 0) c.missing.push_back(w);

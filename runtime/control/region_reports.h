@@ -8,6 +8,8 @@
 // is completed with the rows that came, and the missing workers are named).
 // Rows for a key completed recently are dropped (late). At most
 // `max_pending` keys are assembled at once; the oldest is dropped beyond.
+// A row may carry its worker's measured time of the all-to-all (observed_ms);
+// a matrix's observed completion is the slowest of its rows' times.
 //
 // Also learns the region's key order: the dispatch key that followed each
 // dispatch key last time (layer order within an iteration, and from the last
@@ -48,6 +50,9 @@ struct CompletedMatrix {
   TrafficMatrix matrix;              // region host order
   std::vector<std::string> missing;  // expected workers that did not report (timeout)
   std::optional<PlanTarget> plan;    // the first row's plan request, if any
+  // The slowest measured time (ms) of the rows' all-to-all calls: when the
+  // all-to-all completed; 0 when no row carried one.
+  double observed_ms = 0;
 };
 
 class RegionReports {
@@ -61,14 +66,15 @@ class RegionReports {
 
   // Checks and stores one row (InvalidArgument naming the worker when the
   // source or a peer is not a host of the region, a peer repeats, the column
-  // and byte counts differ or a byte count is negative or not finite).
-  // Returns the matrix when this row completed it. The first row's `plan`
-  // is the matrix's.
+  // and byte counts differ, a byte count or `observed_ms` is negative or
+  // not finite). Returns the matrix when this row completed it. The first
+  // row's `plan` is the matrix's. `observed_ms`: the worker's measured time
+  // of this all-to-all (0: not measured).
   absl::StatusOr<std::optional<CompletedMatrix>> Add(
       const std::string& worker_id, const std::string& host, const StepKey& key,
       const std::vector<std::string>& peer_hosts, const std::vector<double>& bytes,
       const std::set<std::string>& expected, absl::Time now,
-      const std::optional<PlanTarget>& plan = std::nullopt);
+      const std::optional<PlanTarget>& plan = std::nullopt, double observed_ms = 0);
 
   // Matrices now complete (a worker left) or timed out, oldest first.
   std::vector<CompletedMatrix> Expire(const std::set<std::string>& expected, absl::Time now,
@@ -88,6 +94,7 @@ class RegionReports {
   struct Row {
     int src = -1;
     std::vector<double> bytes;  // region host order
+    double observed_ms = 0;     // 0: not measured
   };
   struct Pending {
     absl::Time first_row;

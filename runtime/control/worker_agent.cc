@@ -412,6 +412,7 @@ class WorkerAgent::Impl {
     }
     for (const std::string& h : row.peer_hosts) r.add_peer_hosts(h);
     for (double b : row.bytes) r.add_bytes(b);
+    r.set_observed_ms(row.observed_ms);
     return r;
   }
 

@@ -56,7 +56,9 @@ struct WorkerAgentOptions {
 // `pass`: forward rows feed the controller's predictor, backward rows (the
 // same traffic again) do not. `plan`: ask the controller to decide on a
 // topology for that target once the region's rows of this key are in; the
-// answer is awaited with AwaitPlan.
+// answer is awaited with AwaitPlan. `observed_ms`: this process's measured
+// wall time of its call of that all-to-all when it has already run (0: not
+// measured); the controller's observed completion is the slowest worker's.
 struct TrafficRow {
   int64_t iteration = 0;
   GateKey key;
@@ -64,6 +66,7 @@ struct TrafficRow {
   std::vector<std::string> peer_hosts;
   std::vector<double> bytes;
   std::optional<PlanTarget> plan;
+  double observed_ms = 0;
 };
 
 struct WorkerAgentStats {

@@ -154,6 +154,54 @@ TEST_F(ControllerMetricsTest, AbortedRoundIsCounted) {
   EXPECT_THAT(MetricValue(m, "mixnet_controller_committed_epoch"), Optional(1.0));
 }
 
+// The observed completion of a matrix is its slowest worker's measured
+// all-to-all call (TrafficReport.observed_ms); an unmeasured row (0) does not
+// lower it, a matrix without measured rows leaves it, the next measured
+// matrix replaces it.
+TEST_F(ControllerMetricsTest, ObservedCompletionIsTheSlowestWorkersCall) {
+  Start();
+  constexpr char kObserved[] = R"(mixnet_controller_observed_completion_seconds{region="r0"})";
+  EXPECT_THAT(MetricValue(Metrics(), kObserved), Optional(0.0));
+  std::vector<std::string> hosts;
+  for (int i = 0; i < kR0.hosts; ++i) hosts.push_back(absl::StrCat(kR0.prefix, i));
+  const Pairs pairs = {{0, 1}, {2, 3}};
+  auto report = [&](int64_t iteration, const std::vector<double>& observed_ms) {
+    for (int i = 0; i < kR0.hosts; ++i) {
+      grpc::Status s = SendReport(*stub_, hosts[i] + "/w", hosts[i], iteration, 0, hosts,
+                                  Row(kR0.hosts, i, pairs), cv1::DISPATCH, observed_ms[i]);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+  };
+  auto observed_ms = [&] {
+    const cv1::ControllerStatus st = Status(*stub_);
+    return st.regions_size() == 1 ? st.regions(0).last_observed_ms() : -1;
+  };
+  EXPECT_EQ(observed_ms(), 0);
+
+  // Three workers measured 3, 7 and 5 ms, the fourth did not (0): 7 ms.
+  report(0, {3, 7, 5, 0});
+  ASSERT_TRUE(WaitUntil([&] { return observed_ms() == 7; })) << observed_ms();
+  EXPECT_THAT(MetricValue(Metrics(), kObserved), Optional(0.007));
+
+  // A matrix with no measured row leaves the latest observation.
+  report(1, {0, 0, 0, 0});
+  ASSERT_TRUE(WaitUntil([&] { return Value("mixnet_controller_planner_seconds_count") == 2; }))
+      << Metrics();
+  EXPECT_EQ(observed_ms(), 7);
+  EXPECT_THAT(MetricValue(Metrics(), kObserved), Optional(0.007));
+
+  // The next measured matrix replaces it (the latest, not the largest).
+  report(2, {2, 1.5, 2, 2});
+  ASSERT_TRUE(WaitUntil([&] { return observed_ms() == 2; })) << observed_ms();
+  EXPECT_THAT(MetricValue(Metrics(), kObserved), Optional(0.002));
+
+  // A negative or non-finite time is refused, naming the field.
+  grpc::Status s = SendReport(*stub_, hosts[0] + "/w", hosts[0], 3, 0, hosts,
+                              Row(kR0.hosts, 0, pairs), cv1::DISPATCH, -1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("observed_ms is -1"));
+}
+
 TEST_F(ControllerMetricsTest, NothingListensWithoutTheFlag) {
   Start();
   EXPECT_FALSE(metrics_.empty());

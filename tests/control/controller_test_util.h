@@ -162,8 +162,8 @@ inline std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
 inline grpc::Status SendReport(cv1::Controller::Stub& stub, const std::string& worker,
                                const std::string& host, int64_t iteration, int layer,
                                const std::vector<std::string>& peers,
-                               const std::vector<double>& bytes,
-                               cv1::Direction dir = cv1::DISPATCH) {
+                               const std::vector<double>& bytes, cv1::Direction dir = cv1::DISPATCH,
+                               double observed_ms = 0) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   cv1::ReportTrafficResponse resp;
@@ -176,6 +176,7 @@ inline grpc::Status SendReport(cv1::Controller::Stub& stub, const std::string& w
   r.set_direction(dir);
   for (const std::string& p : peers) r.add_peer_hosts(p);
   for (double b : bytes) r.add_bytes(b);
+  r.set_observed_ms(observed_ms);
   writer->Write(r);
   writer->WritesDone();
   return writer->Finish();

@@ -287,6 +287,13 @@ TEST_F(WorkerAgentTest, HandsRoutingToTheFollower) {
   keep.set_reconfigure(false);
   *keep.mutable_routing() = routing;
   keep.mutable_routing()->add_hosts("h2");  // tells this one apart
+  // The follower reads refuse_routing after recording the call: refuse only
+  // once the COMMIT's routing call has returned (the agent has counted it).
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(5);
+       agent_->stats().routings < 1 && absl::Now() < give_up;) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(agent_->stats().routings, 1u);
   f.refuse_routing = true;
   service_->Push(keep);
   ASSERT_TRUE(f.WaitFor("routing v2 hosts 3 bytes 4", absl::Seconds(5))) << f.Calls();
@@ -349,6 +356,7 @@ TEST_F(WorkerAgentTest, DeliversTrafficReports) {
     row.key = GateKey{i, 0, Direction::kDispatch};
     row.peer_hosts = {"h0", "h1"};
     row.bytes = {0, 1000.0 * (i + 1)};
+    row.observed_ms = 1.25 * i;  // row 0: not measured
     agent_->Report(row);
   }
   std::vector<v1::TrafficReport> got = service_->WaitReports(3, absl::Seconds(10));
@@ -360,6 +368,13 @@ TEST_F(WorkerAgentTest, DeliversTrafficReports) {
     EXPECT_EQ(got[i].direction(), v1::DISPATCH);
     ASSERT_EQ(got[i].bytes_size(), 2);
     EXPECT_EQ(got[i].bytes(1), 1000.0 * (i + 1));
+    EXPECT_EQ(got[i].observed_ms(), 1.25 * i);
+  }
+  // The agent counts a row after its Write returns, which may be after the
+  // service has read it: wait for the count.
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(5);
+       agent_->stats().reports_sent < 3 && absl::Now() < give_up;) {
+    absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(agent_->stats().reports_sent, 3u);
 }

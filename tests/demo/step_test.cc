@@ -87,6 +87,31 @@ TEST(DemoStep, FourAlltoallsPerLayerAndComputeTotals) {
   EXPECT_FALSE(c.Validate().ok());
 }
 
+TEST(DemoStep, ReportRowsCarryTheTimeOfTheirAlltoallWhenItRan) {
+  // Iteration 1 of 3, two layers (the order above): the k-th all-to-all
+  // takes 10 * k ms. Each report row describes the all-to-all of its layer,
+  // pass and shape: report0fd is dispatch0's (1st), report1fd dispatch1's
+  // (3rd), report0bd precedes combine-grad0 (none yet), report0bc is
+  // dispatch-grad0T's (8th).
+  AlltoallTimes times(2);
+  std::vector<std::string> got;
+  int k = 0;
+  for (const StepItem& s : IterationSteps(1, 3, 2, ComputeOptions{})) {
+    if (s.kind == Kind::kAlltoall) times.Record(s, 10.0 * ++k);
+    if (s.kind == Kind::kReport) got.push_back(absl::StrCat(Describe(s), "=", times.For(s)));
+  }
+  const std::vector<std::string> want = {"report0fd->(1,1,f)=10", "report1fd->(1,1,b,exact)=30",
+                                         "report0bd->(1,0,b,exact)=0", "report0bc->(2,0,f)=80"};
+  EXPECT_EQ(got, want);
+  // A new iteration starts with no times (nothing carried over).
+  times.Clear();
+  for (const StepItem& s : IterationSteps(2, 3, 2, ComputeOptions{})) {
+    if (s.kind == Kind::kReport) {
+      EXPECT_EQ(times.For(s), 0) << Describe(s);
+    }
+  }
+}
+
 TEST(DemoAccounting, FloorIsTheBusiestLinkDirection) {
   // By hand: h0/eps0 (1e6 B/s) rx 20 ms, tx 50 ms; h1/eps0 (2e6 B/s) rx
   // 40 ms, tx 5 ms; eps/up0 (1e6 B/s) rx 30 ms. Floor max = 50 ms, h0 tx.
