@@ -262,6 +262,7 @@ class Demo {
       sim.leaf_hosts = o_.leaf_hosts;
       sim.uplink_gbps = uplink_gbps;
       sim.burst_ms = o_.burst_ms;
+      sim.switch_ms = shape.switch_ms;
       sim.loopback = o_.loopback;
       SimulatePhase(sim, spec, w_, r);
     }

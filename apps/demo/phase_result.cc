@@ -98,6 +98,38 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
         }
       } else if (type == "a2a") {
         A2aAgg& g = a2a[{it, j.value("seq", 0)}];
+        if (rank == 0 && j.contains("circuits")) {
+          // Written by this program's workers; a malformed entry is skipped
+          // (the simulation of that all-to-all then says so).
+          A2aRouting route;
+          route.epoch = j.value("epoch", uint64_t{0});
+          bool good = j["circuits"].is_array();
+          if (good) {
+            for (const nlohmann::json& c : j["circuits"]) {
+              good = good && c.is_array() && c.size() == 3 && c[0].is_string() &&
+                     c[1].is_number_integer() && c[2].is_number_integer();
+              if (!good) break;
+              route.circuits.push_back(cluster::CircuitSpec{c[0].get<std::string>(),
+                                                            c[1].get<int>(), c[2].get<int>()});
+            }
+          }
+          if (good && j.contains("plan")) {
+            const nlohmann::json& p = j["plan"];
+            good = p.is_object() && p.contains("hosts") && p["hosts"].is_array() &&
+                   p.contains("bytes") && p["bytes"].is_array();
+            if (good) {
+              route.has_plan = true;
+              route.plan.relay = p.value("relay", false);
+              for (const nlohmann::json& x : p["hosts"]) {
+                if (x.is_string()) route.plan.hosts.push_back(x.get<std::string>());
+              }
+              for (const nlohmann::json& x : p["bytes"]) {
+                if (x.is_number()) route.plan.bytes.push_back(x.get<double>());
+              }
+            }
+          }
+          if (good) r.routing[{it, j.value("seq", 0)}] = std::move(route);
+        }
         g.ms = std::max(g.ms, j.value("ms", 0.0));
         AddLinks(j["nics"], h.name, rates, g.links);
         if (j.contains("uplinks")) AddLinks(j["uplinks"], "eps", uplink_rates, g.links);

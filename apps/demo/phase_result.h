@@ -18,6 +18,7 @@
 #include "apps/demo/accounting.h"
 #include "apps/demo/run_config.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/router/route_table_v2.h"
 
 namespace mixnet::demo {
 
@@ -30,6 +31,16 @@ struct IterationStats {
   // The simulator's prediction (simulation.h), when PhaseResult::simulated.
   double simulated_ms = 0;
   double simulated_alltoall_ms = 0;
+  double simulated_reconfig_ms = 0;  // mixnet: switching not hidden by compute
+};
+
+// How rank 0 routed one all-to-all when it started (its "circuits" and
+// "plan" fields): the installed circuits, and router v2's plan for them.
+struct A2aRouting {
+  uint64_t epoch = 0;
+  std::vector<cluster::CircuitSpec> circuits;
+  bool has_plan = false;
+  router::RoutingPlan plan;
 };
 
 struct PhaseResult {
@@ -44,6 +55,8 @@ struct PhaseResult {
   uint64_t bytes_bad = 0;
   uint64_t retransmits = 0;  // all hosts' TCP RetransSegs during the run
   double cpu_idle = -1;      // idle share of all CPUs during the all-to-alls (-1: unknown)
+  // Per (iteration, seq) all-to-all, how rank 0 routed it (mixnet).
+  std::map<std::pair<int64_t, int>, A2aRouting> routing;
   bool simulated = false;    // the iterations' simulated_* are the simulator's (simulation.h)
   std::string simulated_why;  // why not, when not
   // mixnet: controller rounds (GetStatus) and what the workers saw.

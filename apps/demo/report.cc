@@ -192,6 +192,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       if (p.simulated) {
         j["simulated_ms"] = p.Mean(&IterationStats::simulated_ms);
         j["simulated_alltoall_ms"] = p.Mean(&IterationStats::simulated_alltoall_ms);
+        j["simulated_reconfig_ms"] = p.Mean(&IterationStats::simulated_reconfig_ms);
       } else {
         j["simulated_ms"] = nullptr;
         j["simulated_why"] = p.simulated_why;

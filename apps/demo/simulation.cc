@@ -1,6 +1,9 @@
 // The simulator's prediction of a demo phase (see simulation.h).
 #include "apps/demo/simulation.h"
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status.h"
 #include "sim/emulated_cluster.h"
@@ -8,22 +11,44 @@
 namespace mixnet::demo {
 namespace {
 
+// The route tables of one topology and plan, rebuilt only when they change.
+class TableCache {
+ public:
+  explicit TableCache(const cluster::ClusterSpec& spec) : spec_(spec) {}
+  absl::StatusOr<const std::vector<router::RouteTable>*> For(const A2aRouting& r) {
+    if (valid_ && r.epoch == epoch_ && r.has_plan == has_plan_ &&
+        (!r.has_plan || (r.plan.bytes == plan_.bytes && r.plan.relay == plan_.relay))) {
+      return &tables_;
+    }
+    sim::EmulatedRouting routing;
+    TrafficMatrix demand;
+    if (r.has_plan) {
+      ASSIGN_OR_RETURN(demand, router::PlanDemand(spec_, r.plan));
+      routing.version = 2;
+      routing.relay = r.plan.relay;
+      routing.demand = &demand;
+    }
+    router::Topology topology{.epoch = r.epoch, .circuits = r.circuits};
+    ASSIGN_OR_RETURN(tables_, sim::EmulatedRouteTables(spec_, topology, routing));
+    valid_ = true;
+    epoch_ = r.epoch;
+    has_plan_ = r.has_plan;
+    plan_ = r.plan;
+    return &tables_;
+  }
+
+ private:
+  const cluster::ClusterSpec& spec_;
+  bool valid_ = false;
+  uint64_t epoch_ = 0;
+  bool has_plan_ = false;
+  router::RoutingPlan plan_;
+  std::vector<router::RouteTable> tables_;
+};
+
 absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec,
                       const Workload& w, PhaseResult& r) {
   const int n = w.hosts();
-  TrafficMatrix demand(n);
-  sim::EmulatedRouting routing;
-  if (p.kind == FabricKind::kStatic && p.router == "v2" &&
-      p.static_demand.size() == static_cast<size_t>(n) * n) {
-    for (int s = 0; s < n; ++s)
-      for (int d = 0; d < n; ++d) demand.at(s, d) = p.static_demand[s * n + d];
-    routing.version = 2;
-    routing.relay = p.relay;
-    routing.demand = &demand;
-  }
-  router::Topology topology{.epoch = 0, .circuits = spec.circuits};
-  ASSIGN_OR_RETURN(std::vector<router::RouteTable> tables,
-                   sim::EmulatedRouteTables(spec, topology, routing));
   sim::EmulatedFabric fabric;
   fabric.burst_s = p.burst_ms / 1000;
   fabric.wire_per_payload = sim::kTcpFrameOverhead;  // the workers' transport is TCP
@@ -31,19 +56,55 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
     fabric.leaf_hosts = p.leaf_hosts;
     fabric.leaf_uplink_Bps = p.uplink_gbps * 1e9 / 8;
   }
+  // Every fabric but mixnet runs one topology and routing all along: the
+  // spec's circuits (static only), split by static's planned demand under v2.
+  A2aRouting fixed;
+  fixed.circuits = spec.circuits;
+  if (p.kind == FabricKind::kStatic && p.router == "v2" &&
+      p.static_demand.size() == static_cast<size_t>(n) * n) {
+    fixed.has_plan = true;
+    fixed.plan.relay = p.relay;
+    for (const cluster::HostSpec& h : spec.hosts) fixed.plan.hosts.push_back(h.name);
+    fixed.plan.bytes = p.static_demand;
+  }
+  TableCache tables(spec);
+  uint64_t last_epoch = 0;
+  bool first = true;
   for (size_t it = 0; it < r.iterations.size(); ++it) {
-    double compute_ms = 0, alltoall_ms = 0;
+    double compute_ms = 0, alltoall_ms = 0, reconfig_ms = 0, window_ms = 0;
+    int seq = 0;
     for (const StepItem& item :
          IterationSteps(static_cast<int64_t>(it), p.iterations, w.layers(), p.compute)) {
-      if (item.kind == StepItem::Kind::kCompute) compute_ms += item.compute_ms;
+      if (item.kind == StepItem::Kind::kCompute) {
+        compute_ms += item.compute_ms;
+        window_ms = item.compute_ms;  // the window a round before the next all-to-all hides in
+      }
       if (item.kind != StepItem::Kind::kAlltoall) continue;
+      const A2aRouting* route = &fixed;
+      if (p.kind == FabricKind::kMixnet) {
+        auto found = r.routing.find({static_cast<int64_t>(it), seq});
+        if (found == r.routing.end()) {
+          return absl::DataLossError(absl::StrCat("no routing recorded for all-to-all ", seq,
+                                                  " of iteration ", it));
+        }
+        route = &found->second;
+        // A new epoch: its switching, less the compute window it overlapped.
+        if (!first && route->epoch != last_epoch) {
+          reconfig_ms += std::max(0.0, p.switch_ms - window_ms);
+        }
+        last_epoch = route->epoch;
+        first = false;
+      }
+      ++seq;
+      ASSIGN_OR_RETURN(const std::vector<router::RouteTable>* t, tables.For(*route));
       TrafficMatrix m = w.DispatchMatrix(static_cast<int64_t>(it), item.layer);
       if (item.transpose) m = m.Transposed();
-      ASSIGN_OR_RETURN(sim::EmulatedPrediction a, sim::PredictAlltoall(spec, tables, m, fabric));
+      ASSIGN_OR_RETURN(sim::EmulatedPrediction a, sim::PredictAlltoall(spec, *t, m, fabric));
       alltoall_ms += 1000 * a.time_s;
     }
-    r.iterations[it].simulated_ms = compute_ms + alltoall_ms;
+    r.iterations[it].simulated_ms = compute_ms + alltoall_ms + reconfig_ms;
     r.iterations[it].simulated_alltoall_ms = alltoall_ms;
+    r.iterations[it].simulated_reconfig_ms = reconfig_ms;
   }
   return absl::OkStatus();
 }
@@ -57,8 +118,8 @@ void SimulatePhase(const PhaseSimulation& p, const cluster::ClusterSpec& spec, c
     r.simulated_why = "loopback: no link rates to simulate";
     return;
   }
-  if (p.kind == FabricKind::kMixnet) {
-    r.simulated_why = "mixnet: not simulated yet (its circuits follow the controller's rounds)";
+  if (p.kind == FabricKind::kMixnet && r.routing.empty()) {
+    r.simulated_why = "mixnet: the workers recorded no routing to replay";
     return;
   }
   absl::Status s = Simulate(p, spec, w, r);

@@ -2,11 +2,13 @@
 // emulation mode): per iteration, the step model's compute (step.h) plus
 // each all-to-all of the step as sim/emulated_cluster.h carries it on the
 // phase's spec (its NICs' rates, the oversubscribed leaves' uplinks, the
-// static fabric's circuits) with the routing the workers run (static under
-// router v2: split by the mean matrix it was planned from; the others have
-// no circuits), every byte as TCP frames on the wire. The mixnet phase is not simulated yet: its circuits change
-// with the controller's rounds, which the prediction would have to replay;
-// loopback runs have no link rates. Main thread of the orchestrator.
+// circuits) with the routing the workers ran, every byte as TCP frames on
+// the wire. Static runs the spec's circuits (split by the mean matrix it was
+// planned from under router v2); mixnet replays, per all-to-all, the circuits
+// and the plan rank 0 recorded (PhaseResult::routing), and charges each new
+// epoch's switching less the compute window before the all-to-all (the
+// controller's round trips are not modelled); loopback runs have no link
+// rates. Main thread of the orchestrator.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +33,14 @@ struct PhaseSimulation {
   int leaf_hosts = 0;                 // oversub
   double uplink_gbps = 0;             // oversub: each leaf's uplink
   double burst_ms = 1;                // every link's bucket, ms of its rate
+  double switch_ms = 25;              // mixnet: the OCS's switching time
   bool loopback = false;
 };
 
 // Fills r.iterations[i].simulated_ms and .simulated_alltoall_ms for the
 // iterations r holds and sets r.simulated, or leaves them and says why in
-// r.simulated_why (mixnet, loopback, or the simulator's error).
+// r.simulated_why (loopback, mixnet without recorded routing, or the
+// simulator's error).
 void SimulatePhase(const PhaseSimulation& p, const cluster::ClusterSpec& spec, const Workload& w,
                    PhaseResult& r);
 

@@ -3,11 +3,13 @@
 // alltoallv with a deterministic payload, timed between barriers, every
 // received byte verified, the host's NIC counters sampled around it (after
 // the barrier before, after the barrier behind); on mixnet, the reports and
-// plan requests go to the controller through the WorkerAgent, and before an
-// all-to-all with a requested plan the worker waits (at most plan_wait_ms)
-// for the controller's decision and, when it switches, for the round to be
-// installed: that wait is the time lost to reconfiguration. One JSON line
-// per record goes to the rank's result file (run_config.h).
+// plan requests go to the controller through the WorkerAgent (a row carries
+// the timed call of the all-to-all it describes when that one has already
+// run, step.h AlltoallTimes), and before an all-to-all with a requested
+// plan the worker waits (at most plan_wait_ms) for the controller's decision
+// and, when it switches, for the round to be installed: that wait is the
+// time lost to reconfiguration. One JSON line per record goes to the rank's
+// result file (run_config.h).
 // Main thread only (the agent runs its own threads).
 #include "apps/demo/worker.h"
 
@@ -159,6 +161,7 @@ class Worker {
       return f->second;
     };
     RETURN_IF_ERROR(collectives::Barrier(*comm_));
+    times_.Clear();
     const Clock::time_point t_iter = Clock::now();
     double compute_ms = 0;
     int seq = 0;
@@ -209,6 +212,7 @@ class Worker {
                 static_cast<double>(s.transpose ? d[j * n_ + rank_] : d[rank_ * n_ + j]));
           }
           if (s.has_plan) row.plan = s.plan;
+          row.observed_ms = times_.For(s);
           agent_->Report(std::move(row));
           break;
         }
@@ -242,11 +246,25 @@ class Worker {
     PrepareExchange(d, n_, rank_, s.transpose, base, x_);
     const collectives::AlltoallvArgs a = AlltoallvArgsOf(x_);
     const uint64_t epoch = comm_->installed_epoch();
+    // How this all-to-all is routed, for the simulator's replay of the run
+    // (simulation.h): rank 0's view, mixnet only (the others never change).
+    nlohmann::json routing;
+    if (rank_ == 0 && c_.fabric == "mixnet") {
+      const router::Topology topology = comm_->installed_topology();
+      routing["circuits"] = nlohmann::json::array();
+      for (const cluster::CircuitSpec& k : topology.circuits) {
+        routing["circuits"].push_back({k.ocs_switch, k.port_a, k.port_b});
+      }
+      if (std::optional<router::RoutingPlan> plan = comm_->routing_plan(); plan.has_value()) {
+        routing["plan"] = {{"relay", plan->relay}, {"hosts", plan->hosts}, {"bytes", plan->bytes}};
+      }
+    }
     RETURN_IF_ERROR(collectives::Barrier(*comm_));
     ASSIGN_OR_RETURN(const Sample before, Take());
     const Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(collectives::Alltoallv(*comm_, a));
     const double ms = MsSince(t0);
+    times_.Record(s, ms);
     RETURN_IF_ERROR(collectives::Barrier(*comm_));
     ASSIGN_OR_RETURN(const Sample after, Take());
     uint64_t verified = 0, bad = 0;
@@ -274,6 +292,7 @@ class Worker {
                         {"nics", CountersToJson(Delta(before.nics, after.nics))},
                         {"t_end_ms", UnixMs()}};
     if (uplinks_) j["uplinks"] = CountersToJson(Delta(before.uplinks, after.uplinks));
+    if (routing.is_object()) j.update(routing);
     if (rank_ == 0) {
       j["cpu"] = {after.cpu.idle - before.cpu.idle, after.cpu.total - before.cpu.total};
     }
@@ -293,6 +312,7 @@ class Worker {
   std::unique_ptr<control::WorkerAgent> agent_;
   std::unique_ptr<RemoteLinkCounters> uplinks_;
   Exchange x_;
+  AlltoallTimes times_{w_.layers()};  // this iteration's, for the report rows
 };
 
 }  // namespace

@@ -378,6 +378,7 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     installed_epoch_ = topology.epoch;
     installed_topology_ = topology;
     routing_.assign(world_size_, PeerRouting{});
+    routing_plan_.reset();
     installed_keys_ = DirectKeys(routes_);
   }
   log::Debug("rank {} on {}: connected to {} peers over {} devices", rank_, o.host, world_size_ - 1,

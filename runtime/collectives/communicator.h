@@ -158,6 +158,11 @@ class Communicator : public router::TopologyFollower {
   double eps_share(int peer) const;
   // The whole routing SetRouting gave `peer`.
   PeerRouting routing(int peer) const;
+  // The installed topology, and the plan SetRouting took for it (none:
+  // router v1, or no plan since the last Commit): what this rank routes by,
+  // for reports (the demo replays its runs in the simulator with them).
+  router::Topology installed_topology() const;
+  std::optional<router::RoutingPlan> routing_plan() const;
   // The last plan SetRouting took allowed relays (the controller's --relay,
   // the same for every rank). Then an alltoallv that loses a member goes on
   // with the others until their bytes are delivered (a relay's pieces come
@@ -313,6 +318,7 @@ class Communicator : public router::TopologyFollower {
   uint64_t installed_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
   router::Topology installed_topology_ ABSL_GUARDED_BY(topo_mu_);
   std::vector<PeerRouting> routing_ ABSL_GUARDED_BY(topo_mu_);  // per peer rank
+  std::optional<router::RoutingPlan> routing_plan_ ABSL_GUARDED_BY(topo_mu_);
   std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);    // per peer, id order
   // While a Prepare is pending: its epoch and the NIC pairs ("local>remote"
   // per peer host) of the target's circuits; only links over those are offered.

@@ -246,6 +246,7 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
     installed_epoch_ = target.epoch;
     installed_topology_ = target;
     routing_.assign(world_size_, PeerRouting{});  // v1 until the plan for this topology
+    routing_plan_.reset();
     restricted_ = false;
     allowed_.clear();
   }
@@ -314,8 +315,19 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
         absl::StrCat(what, ": epoch ", installed_topology_.epoch, " was installed meanwhile"));
   }
   routing_ = std::move(routing);
+  routing_plan_ = plan;
   relays_planned_.store(plan.relay);
   return absl::OkStatus();
+}
+
+router::Topology Communicator::installed_topology() const {
+  absl::MutexLock lock(&topo_mu_);
+  return installed_topology_;
+}
+
+std::optional<router::RoutingPlan> Communicator::routing_plan() const {
+  absl::MutexLock lock(&topo_mu_);
+  return routing_plan_;
 }
 
 void Communicator::CountRelayForwarded(uint64_t n) {
