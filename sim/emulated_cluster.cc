@@ -31,8 +31,8 @@ class Links {
       return absl::InvalidArgumentError(
           absl::StrCat("host ", spec_.hosts[host].name, " has no NIC ", nic));
     }
-    const int id = Add(n->gbps * 1e9 / 8,
-                       absl::StrCat(spec_.hosts[host].name, "/", nic, tx ? " tx" : " rx"));
+    const int id =
+        Add(n->gbps * 1e9 / 8, absl::StrCat(spec_.hosts[host].name, "/", nic, tx ? " tx" : " rx"));
     nic_ids_.emplace(key, id);
     return id;
   }

@@ -35,9 +35,9 @@
 namespace mixnet::sim {
 
 struct EmulatedFabric {
-  int leaf_hosts = 0;           // > 0: EPS NICs on leaves of this many hosts
-  double leaf_uplink_Bps = 0;   // each leaf's uplink, each direction (bytes/s)
-  double burst_s = 0;           // token bucket of every link, in seconds of its rate (floor)
+  int leaf_hosts = 0;          // > 0: EPS NICs on leaves of this many hosts
+  double leaf_uplink_Bps = 0;  // each leaf's uplink, each direction (bytes/s)
+  double burst_s = 0;          // token bucket of every link, in seconds of its rate (floor)
   // Bytes on the wire per payload byte (the token buckets count whole
   // frames): kTcpFrameOverhead for TCP over the emulation's veths, 1 for
   // payload alone.
@@ -51,15 +51,15 @@ struct EmulatedFabric {
 inline constexpr double kTcpFrameOverhead = 1514.0 / 1448.0;
 
 struct EmulatedRouting {
-  int version = 1;                          // router v1 or v2
-  bool relay = false;                       // v2: two-hop relays allowed
-  const TrafficMatrix* demand = nullptr;    // v2: the matrix the split is planned from
+  int version = 1;                        // router v1 or v2
+  bool relay = false;                     // v2: two-hop relays allowed
+  const TrafficMatrix* demand = nullptr;  // v2: the matrix the split is planned from
 };
 
 struct EmulatedPrediction {
-  double time_s = 0;     // when the last flow ends
-  double floor_s = 0;    // the busiest link-direction's bytes (less the burst) over its rate
-  std::string busiest;   // "h3/eps0 rx", "leaf1 up"
+  double time_s = 0;    // when the last flow ends
+  double floor_s = 0;   // the busiest link-direction's bytes (less the burst) over its rate
+  std::string busiest;  // "h3/eps0 rx", "leaf1 up"
   int flows = 0;
 };
 

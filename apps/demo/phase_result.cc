@@ -109,8 +109,8 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
               good = good && c.is_array() && c.size() == 3 && c[0].is_string() &&
                      c[1].is_number_integer() && c[2].is_number_integer();
               if (!good) break;
-              route.circuits.push_back(cluster::CircuitSpec{c[0].get<std::string>(),
-                                                            c[1].get<int>(), c[2].get<int>()});
+              route.circuits.push_back(
+                  cluster::CircuitSpec{c[0].get<std::string>(), c[1].get<int>(), c[2].get<int>()});
             }
           }
           if (good && j.contains("plan")) {

@@ -57,7 +57,7 @@ struct PhaseResult {
   double cpu_idle = -1;      // idle share of all CPUs during the all-to-alls (-1: unknown)
   // Per (iteration, seq) all-to-all, how rank 0 routed it (mixnet).
   std::map<std::pair<int64_t, int>, A2aRouting> routing;
-  bool simulated = false;    // the iterations' simulated_* are the simulator's (simulation.h)
+  bool simulated = false;     // the iterations' simulated_* are the simulator's (simulation.h)
   std::string simulated_why;  // why not, when not
   // mixnet: controller rounds (GetStatus) and what the workers saw.
   int64_t reconfigurations = -1;

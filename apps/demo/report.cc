@@ -101,9 +101,9 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
   std::printf(
       "\n# per fabric (means per iteration; floor: bytes over rate of the busiest link, "
       "per all-to-all)\n");
-  std::printf("%-12s %10s %9s %9s %9s %9s %6s %-18s %8s %6s %6s %12s %6s\n", "fabric",
-              "iteration", "simulated", "alltoall", "reconfig", "floor", "util", "busiest link",
-              "retrans", "idle", "rounds", "verified", "lost");
+  std::printf("%-12s %10s %9s %9s %9s %9s %6s %-18s %8s %6s %6s %12s %6s\n", "fabric", "iteration",
+              "simulated", "alltoall", "reconfig", "floor", "util", "busiest link", "retrans",
+              "idle", "rounds", "verified", "lost");
   for (const PhaseResult& p : phases) {
     if (!p.status.ok()) {
       std::printf("%-12s FAILED: %s\n", p.fabric.c_str(), p.status.ToString().c_str());

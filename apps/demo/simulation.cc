@@ -46,8 +46,8 @@ class TableCache {
   std::vector<router::RouteTable> tables_;
 };
 
-absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec,
-                      const Workload& w, PhaseResult& r) {
+absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec, const Workload& w,
+                      PhaseResult& r) {
   const int n = w.hosts();
   sim::EmulatedFabric fabric;
   fabric.burst_s = p.burst_ms / 1000;
@@ -84,8 +84,8 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
       if (p.kind == FabricKind::kMixnet) {
         auto found = r.routing.find({static_cast<int64_t>(it), seq});
         if (found == r.routing.end()) {
-          return absl::DataLossError(absl::StrCat("no routing recorded for all-to-all ", seq,
-                                                  " of iteration ", it));
+          return absl::DataLossError(
+              absl::StrCat("no routing recorded for all-to-all ", seq, " of iteration ", it));
         }
         route = &found->second;
         // A new epoch: its switching, less the compute window it overlapped.

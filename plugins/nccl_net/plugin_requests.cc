@@ -62,10 +62,9 @@ absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane) {
   absl::StatusOr<std::shared_ptr<const void>> reg =
       lane->connection->RegisterMemory(m->data, m->size);
   if (!reg.ok()) {
-    return Annotate(reg.status(),
-                    absl::StrCat("registering ", m->size, " bytes at 0x",
-                                 absl::Hex(reinterpret_cast<uintptr_t>(m->data)), " on lane ",
-                                 lane->path.Describe()));
+    return Annotate(reg.status(), absl::StrCat("registering ", m->size, " bytes at 0x",
+                                               absl::Hex(reinterpret_cast<uintptr_t>(m->data)),
+                                               " on lane ", lane->path.Describe()));
   }
   m->pins[lane.get()] = MemHandle::Pin{lane, *std::move(reg)};
   return absl::OkStatus();

@@ -319,7 +319,7 @@ class Communicator : public router::TopologyFollower {
   router::Topology installed_topology_ ABSL_GUARDED_BY(topo_mu_);
   std::vector<PeerRouting> routing_ ABSL_GUARDED_BY(topo_mu_);  // per peer rank
   std::optional<router::RoutingPlan> routing_plan_ ABSL_GUARDED_BY(topo_mu_);
-  std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);    // per peer, id order
+  std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);  // per peer, id order
   // While a Prepare is pending: its epoch and the NIC pairs ("local>remote"
   // per peer host) of the target's circuits; only links over those are offered.
   std::set<std::string> installed_keys_ ABSL_GUARDED_BY(topo_mu_);  // CircuitKeys

@@ -68,11 +68,11 @@ namespace mixnet {
     "verbs: traffic class (GRH TClass, DSCP << 2) of RoCE/global queue pairs, 0..255; NCCL's "   \
     "per-communicator class wins when it passes one")                                            \
   X(int64_t, ib_sl, "MIXNET_IB_SL", 0, "verbs: InfiniBand service level of queue pairs, 0..15")  \
-  X(int64_t, ib_unexpected_bytes, "MIXNET_IB_UNEXPECTED_BYTES", 4 << 20,                        \
+  X(int64_t, ib_unexpected_bytes, "MIXNET_IB_UNEXPECTED_BYTES", 4 << 20,                         \
     "verbs: eager payload (messages up to 8144 bytes) a connection copies for receives not yet " \
     "posted; beyond it they wait in their receive slots and the sender waits for credits. "      \
-    "Larger messages stay at the sender until their receive is posted")                         \
-  X(int64_t, ib_reg_cache_bytes, "MIXNET_IB_REG_CACHE_BYTES", int64_t{1} << 30,                 \
+    "Larger messages stay at the sender until their receive is posted")                          \
+  X(int64_t, ib_reg_cache_bytes, "MIXNET_IB_REG_CACHE_BYTES", int64_t{1} << 30,                  \
     "verbs: bytes of idle memory registrations kept for reuse, least recently used dropped "     \
     "first; only on-demand-paging (ODP) registrations are kept, pinned ones end with their "     \
     "last request (a freed and reused address would keep stale pages)")                          \

@@ -177,7 +177,8 @@ const DemoRun& TinyRun(std::string* prefix_out) {
 std::map<std::string, nlohmann::json> TinyRunFabrics() {
   std::string prefix;
   const DemoRun& r = TinyRun(&prefix);
-  EXPECT_EQ(r.exit_code, 0) << r.out << "\n" << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
+  EXPECT_EQ(r.exit_code, 0) << r.out << "\n"
+                            << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
   std::map<std::string, nlohmann::json> by;
   for (const nlohmann::json& j : JsonLines(r.out)) {
     if (j.contains("fabric")) by[j["fabric"].get<std::string>()] = j;

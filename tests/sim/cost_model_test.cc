@@ -51,8 +51,8 @@ TEST(CostModelTest, SixteenGpuClusterByHand) {
   // Its spine 2:1 (--rail-spine-oversub 2): the NIC-to-leaf hop stays (1 port,
   // 2 transceivers, 1 fibre), the leaf-to-spine part halves: ports 1 + 3/2,
   // transceivers 2 + 3/2, fibres 1 + 1/2 per NIC.
-  auto rail2 = NetworkCost(
-      {.kind = FabricKind::kRail, .link_gbps = 400, .rail_spine_oversub = 2}, 16, p);
+  auto rail2 =
+      NetworkCost({.kind = FabricKind::kRail, .link_gbps = 400, .rail_spine_oversub = 2}, 16, p);
   ASSERT_TRUE(rail2.ok());
   EXPECT_NEAR(rail2->total(), 16 * (1499 + 3.5 * 659 + 2.5 * 1090 + 1.5 * 150.0), 1e-6);
 }

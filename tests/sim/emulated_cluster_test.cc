@@ -109,8 +109,7 @@ TEST(EmulatedCluster, RelaysAddATwoHopPathThroughAThirdHost) {
   auto direct = PredictAlltoall(Spec(), t, m, {}, {.version = 2, .demand = &m});
   ASSERT_TRUE(direct.ok()) << direct.status();
   EXPECT_NEAR(direct->time_s, 0.2, 1e-9);  // EPS only without relays
-  auto relayed =
-      PredictAlltoall(Spec(), t, m, {}, {.version = 2, .relay = true, .demand = &m});
+  auto relayed = PredictAlltoall(Spec(), t, m, {}, {.version = 2, .relay = true, .demand = &m});
   ASSERT_TRUE(relayed.ok()) << relayed.status();
   // Half over EPS, half over h0.ocs0 -> h1.ocs0, h1.ocs1 -> h2.ocs0.
   EXPECT_NEAR(relayed->time_s, 0.1, 0.002);

@@ -269,9 +269,9 @@ class VerbsConnection {
   int sq_free_ ABSL_GUARDED_BY(mu_) = 0;      // send queue entries available
   int recv_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   int send_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t posts_ ABSL_GUARDED_BY(mu_) = 0;          // send work requests posted
-  uint64_t posts_at_tick_ ABSL_GUARDED_BY(mu_) = 0;  // posts_ at the last KeepAlive
-  int keepalive_slot_ ABSL_GUARDED_BY(mu_) = -1;     // send slot of the keepalive in flight
+  uint64_t posts_ ABSL_GUARDED_BY(mu_) = 0;             // send work requests posted
+  uint64_t posts_at_tick_ ABSL_GUARDED_BY(mu_) = 0;     // posts_ at the last KeepAlive
+  int keepalive_slot_ ABSL_GUARDED_BY(mu_) = -1;        // send slot of the keepalive in flight
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);    // send slots
   std::vector<uint64_t> slot_op_ ABSL_GUARDED_BY(mu_);  // EAGER send id per slot
   uint64_t next_send_id_ ABSL_GUARDED_BY(mu_) = 1;
@@ -300,8 +300,7 @@ class VerbsConnectionHandle : public Connection {
   }
   std::string peer_name() const override { return c_->peer_name(); }
   absl::Status health() const override { return c_->health(); }
-  absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf,
-                                                             size_t len) override {
+  absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf, size_t len) override {
     return c_->RegisterMemory(buf, len);
   }
 

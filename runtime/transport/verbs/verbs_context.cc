@@ -162,8 +162,8 @@ absl::Status VerbsContext::Init(const DeviceOptions& options) {
   // valid by themselves: on-demand paging (memory_registry.h).
   MemoryRegistry::Limits limits;
   limits.max_idle_bytes = static_cast<size_t>(options.ib_reg_cache_bytes);
-  registry_ = std::make_unique<MemoryRegistry>(MakeIbvRegistrationBackend(pd_, odp_, label()),
-                                               limits);
+  registry_ =
+      std::make_unique<MemoryRegistry>(MakeIbvRegistrationBackend(pd_, odp_, label()), limits);
   return absl::OkStatus();
 }
 

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: route_consumer SPEC.yaml\n");
     return 2;
   }
-  absl::StatusOr<mixnet::cluster::ClusterSpec> spec = mixnet::cluster::ClusterSpec::LoadFile(argv[1]);
+  absl::StatusOr<mixnet::cluster::ClusterSpec> spec =
+      mixnet::cluster::ClusterSpec::LoadFile(argv[1]);
   if (!spec.ok()) {
     std::fprintf(stderr, "route_consumer: %s\n", spec.status().ToString().c_str());
     return 1;
