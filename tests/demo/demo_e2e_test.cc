@@ -154,9 +154,9 @@ TEST(DemoE2E, AllFabricsAccountingHolds) {
 // How close its times come to the measured ones (the +-15% target) is a
 // performance figure: the demo prints it beside each measurement, and it
 // holds only where the data plane runs its busiest link near its rate.
-const DemoRun& TinyRun(std::string* prefix_out) {
-  static const std::string prefix = testing::UniquePrefix("demosim");
+const DemoRun& TinyRun() {
   static const DemoRun run = [] {
+    const std::string prefix = testing::UniquePrefix("demosim");
     const std::string args = absl::StrCat(
         "--json --no-progress --fabrics eps,oversub,static,mixnet,nonblocking --iterations 2 "
         "--hosts 4 "
@@ -170,13 +170,11 @@ const DemoRun& TinyRun(std::string* prefix_out) {
     }
     return r;
   }();
-  *prefix_out = prefix;
   return run;
 }
 
 std::map<std::string, nlohmann::json> TinyRunFabrics() {
-  std::string prefix;
-  const DemoRun& r = TinyRun(&prefix);
+  const DemoRun& r = TinyRun();
   EXPECT_EQ(r.exit_code, 0) << r.out << "\n"
                             << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
   std::map<std::string, nlohmann::json> by;

@@ -228,6 +228,9 @@ class VerbsConnection {
   // Posts what credits and queue space allow, and returns credits on their
   // own when enough are owed.
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts a CREDIT returning what is owed (it needs no credit); its send
+  // slot, or -1 when no slot or queue entry is free or the post failed.
+  int PostCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Posts one SEND from a slot; false (and fails the connection) on error.
   bool PostSendLocked(int slot, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Posts a rendezvous write's chunks; true once all are posted.

@@ -384,15 +384,20 @@ void VerbsConnection::FlushLocked() {
     pending_.pop_front();
   }
   // Return credits on their own once enough are owed; these need no credit.
-  if (UsableLocked() && owed_ >= cfg_.credit_batch && sq_free_ > 0 && !free_slots_.empty()) {
-    const int slot = free_slots_.back();
-    free_slots_.pop_back();
-    WireHeader h;
-    h.type = MsgType::kCredit;
-    h.credits = owed_;
-    EncodeHeader(h, send_buf_->slot(slot));
-    if (PostSendLocked(slot, kWireHeaderBytes)) owed_ = 0;
-  }
+  if (UsableLocked() && owed_ >= cfg_.credit_batch) PostCreditLocked();
+}
+
+int VerbsConnection::PostCreditLocked() {
+  if (sq_free_ <= 0 || free_slots_.empty()) return -1;
+  const int slot = free_slots_.back();
+  free_slots_.pop_back();
+  WireHeader h;
+  h.type = MsgType::kCredit;
+  h.credits = owed_;
+  EncodeHeader(h, send_buf_->slot(slot));
+  if (!PostSendLocked(slot, kWireHeaderBytes)) return -1;
+  owed_ = 0;
+  return slot;
 }
 
 bool VerbsConnection::PostSendLocked(int slot, size_t bytes) {
@@ -431,18 +436,8 @@ void VerbsConnection::KeepAlive() {
       posts_at_tick_ = posts_;
       return;
     }
-    if (sq_free_ <= 0 || free_slots_.empty()) return;
-    const int slot = free_slots_.back();
-    free_slots_.pop_back();
-    WireHeader h;
-    h.type = MsgType::kCredit;
-    h.credits = owed_;
-    EncodeHeader(h, send_buf_->slot(slot));
-    if (PostSendLocked(slot, kWireHeaderBytes)) {
-      owed_ = 0;
-      keepalive_slot_ = slot;
-      posts_at_tick_ = posts_;
-    }
+    keepalive_slot_ = PostCreditLocked();
+    if (keepalive_slot_ >= 0) posts_at_tick_ = posts_;
   }
   ReportFailure();
 }
