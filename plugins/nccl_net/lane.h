@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
@@ -33,6 +34,15 @@ inline constexpr uint64_t kSplitHeaderTag = (uint64_t{1} << 63) | 0x53504C54u;
 inline constexpr uint64_t kSecondPieceBit = uint64_t{1} << 62;
 inline constexpr size_t kSplitHeaderBytes = 32;
 
+// A further circuit of a striped lane (multipath.h): a connection of its
+// own between these NICs, carrying its share of the lane's large parts.
+struct StripePath {
+  std::string local_nic;
+  std::string remote_nic;
+  cluster::CircuitSpec circuit;
+  double gbps = 0;  // the circuit's rate: its weight in the cut
+};
+
 // Where a lane runs: from a local NIC to a NIC of the peer (cluster-spec
 // names; without a spec, the interface and empty).
 struct LanePath {
@@ -44,9 +54,16 @@ struct LanePath {
   // least this many bytes on it have a split header on the home lane; 0:
   // parts on it are never split (router v1, or no routing).
   uint64_t split_min_bytes = 0;
-  // Same NICs, circuit and split rule.
+  // Router v2 over a pair with several circuits: the lane's own circuit
+  // (`circuit`, rate `gbps`) and these further ones, each with its own
+  // connection (Lane::stripes); split parts cut their lane piece over all
+  // of them by rate (multipath.h). Empty: one connection.
+  double gbps = 0;
+  std::vector<StripePath> stripes;
+  // Same NICs, circuits and split rule.
   bool SameAs(const LanePath& o) const;
-  // "eps0 -> eps0 (EPS)" or "ocs1 -> ocs0 (circuit ocs0:3-7)".
+  // "eps0 -> eps0 (EPS)" or "ocs1 -> ocs0 (circuit ocs0:3-7)", striped:
+  // "ocs0 -> ocs0 (circuit ocs0:1-2, split from 65536 B) + ocs1 -> ocs1 (circuit ocs1:3-4)".
   std::string Describe() const;
 };
 
@@ -65,6 +82,9 @@ struct Lane {
   std::array<char, kControlMaxBytes> control_buf{};
   std::array<char, kSplitHeaderBytes> split_buf{};  // multipath.h
   std::unique_ptr<transport::Connection> connection;
+  // A striped lane's further connections, one per LanePath::stripes entry
+  // (data pieces only; control runs on `connection`).
+  std::vector<std::unique_ptr<transport::Connection>> stripes;
   // Data parts posted on this lane and not yet tested done.
   int outstanding = 0;
   std::unique_ptr<transport::Request> control_recv;  // posted while the lane is in use
@@ -95,11 +115,14 @@ struct Move {
   TagCounts switch_at;
   std::shared_ptr<ConnectionTask> dial;  // the new connection being made
   std::shared_ptr<Lane> next;            // made, not yet in use
-  bool local_up = false;                 // our end of the new lane is up (LANE_UP sent)
-  bool peer_up = false;                  // the peer said LANE_UP
-  bool switched = false;                 // new parts go on the new lane
-  bool done_sent = false;                // receiver: DONE sent on `old`
-  bool done_received = false;            // sender: the receiver said DONE
+  // A striped target's further connections being made, and those made.
+  std::vector<std::shared_ptr<ConnectionTask>> stripe_dials;
+  std::vector<std::unique_ptr<transport::Connection>> stripes_made;
+  bool local_up = false;       // our end of the new lane is up (LANE_UP sent)
+  bool peer_up = false;        // the peer said LANE_UP
+  bool switched = false;       // new parts go on the new lane
+  bool done_sent = false;      // receiver: DONE sent on `old`
+  bool done_received = false;  // sender: the receiver said DONE
   absl::Time started;
   uint64_t posted_at_start = 0;  // this end's parts posted when the move began
 };

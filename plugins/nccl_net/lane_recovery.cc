@@ -45,6 +45,9 @@ void PathMover::KillGuarded(Comm& c) {
   add(c.lane);
   if (c.move != nullptr) {
     if (c.move->dial != nullptr) c.move->dial->Cancel();
+    for (const std::shared_ptr<ConnectionTask>& d : c.move->stripe_dials) {
+      if (d != nullptr) d->Cancel();
+    }
     add(c.move->old);
     add(c.move->next);
   }
@@ -53,7 +56,10 @@ void PathMover::KillGuarded(Comm& c) {
   }
   // Destroying a connection waits for its progress thread: afterwards no
   // late byte lands in a buffer, and its pending requests have failed.
-  for (Lane* l : lanes) l->connection.reset();
+  for (Lane* l : lanes) {
+    l->stripes.clear();
+    l->connection.reset();
+  }
   c.move.reset();
   c.lane = c.home;
   c.failover_due.clear();  // this is it
@@ -101,7 +107,8 @@ void PathMover::RecoverReceiver(Comm& c, uint64_t generation, const std::string&
   uint64_t reposted = 0, bytes = 0;
   for (Request* r : InOrder(c)) {
     for (int i = 0; i < r->n; ++i) {
-      if (r->lanes[i] == c.home || Arrived(*r->parts[i])) continue;
+      // A striped part arrived only with all its stripe pieces (multipath.h).
+      if (r->lanes[i] == c.home || (Arrived(*r->parts[i]) && StripesArrived(*r, i))) continue;
       absl::StatusOr<std::unique_ptr<transport::Request>> part =
           c.home->connection->Irecv(r->data[i], r->sizes[i], r->tags[i]);
       if (!part.ok()) {
@@ -114,6 +121,7 @@ void PathMover::RecoverReceiver(Comm& c, uint64_t generation, const std::string&
       r->lanes[i] = c.home;
       ++c.home->outstanding;
       r->parts[i] = *std::move(part);
+      DropStripes(*r, i);
       rec.missing[r->tags[i]].push_back(r->seqs[i]);
       ++reposted;
       bytes += r->sizes[i];
@@ -155,6 +163,7 @@ void PathMover::ResendFromRecover(Comm& c, const ControlMessage& m) {
                           std::binary_search(missing->second.begin(), missing->second.end(), seq);
       if (end != m.counts.end() && seq < end->second && !listed) {
         r->delivered[i] = true;  // it arrived; only the ACK was lost with the lane
+        DropStripes(*r, i);      // r->sizes[i] is the whole primary
         ++arrived;
         continue;
       }
@@ -170,6 +179,7 @@ void PathMover::ResendFromRecover(Comm& c, const ControlMessage& m) {
       r->lanes[i] = c.home;
       ++c.home->outstanding;
       r->parts[i] = *std::move(part);
+      DropStripes(*r, i);  // the whole primary goes again
       ++resent;
       bytes += r->sizes[i];
     }
@@ -284,7 +294,15 @@ bool PathMover::Complete(Comm& c, Request& r) {
   RunDueFailover(c);
   if (!c.lane_failed) {
     for (int i = 0; i < r.n; ++i) {
-      if (r.delivered[i] || r.lanes[i] == c.home || !r.parts[i]->Done()) continue;
+      if (r.delivered[i] || r.lanes[i] == c.home) continue;
+      // A striped part's stripe pieces fail with their circuits (multipath.h).
+      const absl::Status stripe = StripeFailure(r, i);
+      if (!stripe.ok()) {
+        Failover(c, absl::StrCat("a stripe piece on lane ", r.lanes[i]->path.Describe(),
+                                 " failed: ", stripe.ToString()));
+        break;
+      }
+      if (!r.parts[i]->Done()) continue;
       if (c.is_send ? r.parts[i]->status().ok() : Arrived(*r.parts[i])) continue;
       Failover(c, absl::StrCat("a ", c.is_send ? "send" : "receive", " on lane ",
                                r.lanes[i]->path.Describe(),

@@ -40,6 +40,19 @@ json PathJson(const LanePath& p) {
     j["switch"] = p.circuit.ocs_switch;
     j["port_a"] = p.circuit.port_a;
     j["port_b"] = p.circuit.port_b;
+    j["gbps"] = p.gbps;
+  }
+  if (!p.stripes.empty()) {
+    json stripes = json::array();
+    for (const StripePath& s : p.stripes) {
+      stripes.push_back({{"local_nic", s.local_nic},
+                         {"remote_nic", s.remote_nic},
+                         {"switch", s.circuit.ocs_switch},
+                         {"port_a", s.circuit.port_a},
+                         {"port_b", s.circuit.port_b},
+                         {"gbps", s.gbps}});
+    }
+    j["stripes"] = std::move(stripes);
   }
   return j;
 }
@@ -54,8 +67,29 @@ LanePath PathFromJson(const json& j) {
     p.circuit.ocs_switch = j.at("switch").get<std::string>();
     p.circuit.port_a = j.at("port_a").get<int>();
     p.circuit.port_b = j.at("port_b").get<int>();
+    p.gbps = j.value("gbps", 0.0);
+  }
+  if (j.contains("stripes")) {
+    for (const json& e : j.at("stripes")) {
+      StripePath s;
+      s.local_nic = e.at("local_nic").get<std::string>();
+      s.remote_nic = e.at("remote_nic").get<std::string>();
+      s.circuit.ocs_switch = e.at("switch").get<std::string>();
+      s.circuit.port_a = e.at("port_a").get<int>();
+      s.circuit.port_b = e.at("port_b").get<int>();
+      s.gbps = e.at("gbps").get<double>();
+      p.stripes.push_back(std::move(s));
+    }
   }
   return p;
+}
+
+bool SameCircuitSpec(const cluster::CircuitSpec& a, const cluster::CircuitSpec& b) {
+  return a.ocs_switch == b.ocs_switch && a.port_a == b.port_a && a.port_b == b.port_b;
+}
+
+std::string CircuitName(const cluster::CircuitSpec& c) {
+  return absl::StrCat(c.ocs_switch, ":", c.port_a, "-", c.port_b);
 }
 
 }  // namespace
@@ -74,9 +108,17 @@ std::string EncodeControl(const ControlMessage& m) {
       j["target"] = PathJson(m.target);
       j["epoch"] = m.epoch;
       break;
-    case ControlType::kReady:
+    case ControlType::kReady: {
       j["address"] = json::binary(std::vector<uint8_t>(m.address.begin(), m.address.end()));
+      if (!m.stripe_addresses.empty()) {
+        json a = json::array();
+        for (const std::string& s : m.stripe_addresses) {
+          a.push_back(json::binary(std::vector<uint8_t>(s.begin(), s.end())));
+        }
+        j["stripe_addresses"] = std::move(a);
+      }
       break;
+    }
     case ControlType::kRefuse:
     case ControlType::kLaneFailed:
       j["reason"] = m.reason;
@@ -128,6 +170,12 @@ absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
     if (m.type == ControlType::kReady) {
       const auto& bin = j.at("address").get_binary();
       m.address.assign(bin.begin(), bin.end());
+      if (j.contains("stripe_addresses")) {
+        for (const json& e : j.at("stripe_addresses")) {
+          const auto& b = e.get_binary();
+          m.stripe_addresses.emplace_back(b.begin(), b.end());
+        }
+      }
     }
     if (m.type == ControlType::kRefuse || m.type == ControlType::kLaneFailed ||
         m.type == ControlType::kLost) {
@@ -172,19 +220,32 @@ TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b) {
 }
 
 bool LanePath::SameAs(const LanePath& o) const {
-  return local_nic == o.local_nic && remote_nic == o.remote_nic && direct == o.direct &&
-         split_min_bytes == o.split_min_bytes &&
-         (!direct || (circuit.ocs_switch == o.circuit.ocs_switch &&
-                      circuit.port_a == o.circuit.port_a && circuit.port_b == o.circuit.port_b));
+  if (local_nic != o.local_nic || remote_nic != o.remote_nic || direct != o.direct ||
+      split_min_bytes != o.split_min_bytes || (direct && !SameCircuitSpec(circuit, o.circuit)) ||
+      stripes.size() != o.stripes.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < stripes.size(); ++i) {
+    const StripePath &a = stripes[i], &b = o.stripes[i];
+    if (a.local_nic != b.local_nic || a.remote_nic != b.remote_nic ||
+        !SameCircuitSpec(a.circuit, b.circuit)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string LanePath::Describe() const {
   std::string s = absl::StrCat(local_nic.empty() ? "?" : local_nic, " -> ",
                                remote_nic.empty() ? "?" : remote_nic);
   if (direct) {
-    absl::StrAppend(&s, " (circuit ", circuit.ocs_switch, ":", circuit.port_a, "-", circuit.port_b,
+    absl::StrAppend(&s, " (circuit ", CircuitName(circuit),
                     split_min_bytes > 0 ? absl::StrCat(", split from ", split_min_bytes, " B") : "",
                     ")");
+    for (const StripePath& p : stripes) {
+      absl::StrAppend(&s, " + ", p.local_nic, " -> ", p.remote_nic, " (circuit ",
+                      CircuitName(p.circuit), ")");
+    }
   } else {
     absl::StrAppend(&s, " (EPS)");
   }

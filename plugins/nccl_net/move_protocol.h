@@ -2,11 +2,12 @@
 // lane being left under kControlTag, and their wire form (JSON: rare, small,
 // and readable in a packet capture). Pure functions; any thread.
 //
-//   MOVE        sender -> receiver  move id, target NICs and circuit (and
+//   MOVE        sender -> receiver  move id, target NICs and circuit(s) (and
 //                                   its split rule, multipath.h), the
 //                                   sender's per-tag part counts
 //   READY       receiver -> sender  the receiver's transport address on the
-//                                   target NIC and its per-tag counts
+//                                   target NIC (and on each stripe's NIC of a
+//                                   striped target) and its per-tag counts
 //   REFUSE      receiver -> sender  the move cannot be made (reason); both stay
 //   LANE_UP     either way          this end's new connection is up
 //   LANE_FAILED either way          this end's new connection failed; both stay
@@ -59,9 +60,11 @@ const char* ControlTypeName(ControlType t);
 struct ControlMessage {
   ControlType type = ControlType::kMove;
   uint64_t move_id = 0;
-  LanePath target;          // kMove: as seen from the sender (remote_nic is the receiver's NIC)
-  uint64_t epoch = 0;       // kMove
-  std::string address;      // kReady: the receiver's transport address on target.remote_nic
+  LanePath target;      // kMove: as seen from the sender (remote_nic is the receiver's NIC)
+  uint64_t epoch = 0;   // kMove
+  std::string address;  // kReady: the receiver's transport address on target.remote_nic
+  // kReady, striped targets: its address on each stripe's NIC, in order.
+  std::vector<std::string> stripe_addresses;
   TagCounts counts;         // kMove, kReady, kAck, kRecover, kResent
   std::string reason;       // kRefuse, kLaneFailed, kLost
   uint64_t generation = 0;  // kLost, kRecover, kResent: the recovery's number (1, 2, ...)

@@ -21,10 +21,56 @@ std::string Who(const Comm& c) {
                       c.peer_host.empty() ? std::string("peer") : c.peer_host);
 }
 
-// Receiver: posts part i's second piece once its header is known.
+// A receive piece that is over: it arrived, or it was refused as larger
+// than its buffer (the transport then goes on; NCCL gets the error).
+bool Over(const transport::Request& q) {
+  if (!q.Done()) return false;
+  const absl::Status st = q.status();
+  return st.ok() || absl::IsInvalidArgument(st);
+}
+
+// Receiver: posts part i's stripe pieces on its striped lane once its header
+// is known (StripeCut of the header's primary). A stripe that cannot take
+// its piece is recorded (StripeFailure): the comm fails over.
+void PostStripes(Request& r, int i) {
+  SplitPart& sp = r.split[i];
+  Lane& lane = *r.lanes[i];
+  if (sp.stripes_posted || lane.path.stripes.empty() || lane.connection == nullptr) return;
+  sp.stripes_posted = true;
+  const std::vector<size_t> cut =
+      StripeCut(sp.header.primary, StripeRates(lane.path), sp.min_bytes);
+  size_t at = cut[0];
+  for (size_t j = 1; j < cut.size(); ++j) {
+    std::unique_ptr<transport::Request> q;
+    if (cut[j] > 0 && sp.stripe_error.ok()) {
+      // Clamped to the buffer: a larger piece fails as too large, the part's error.
+      const size_t from = std::min(at, r.sizes[i]);
+      const size_t len = std::min(cut[j], r.sizes[i] - from);
+      transport::Connection* conn =
+          j - 1 < lane.stripes.size() ? lane.stripes[j - 1].get() : nullptr;
+      absl::StatusOr<std::unique_ptr<transport::Request>> p =
+          conn == nullptr ? absl::UnavailableError("the stripe's connection is closed")
+                          : conn->Irecv(static_cast<char*>(r.data[i]) + from, len, r.tags[i]);
+      if (p.ok()) {
+        q = *std::move(p);
+      } else {
+        sp.stripe_error = Annotate(
+            p.status(), absl::StrCat("stripe piece of part ", r.seqs[i], " of tag ", r.tags[i],
+                                     " on ", lane.path.stripes[j - 1].local_nic));
+      }
+    }
+    sp.stripes.push_back(std::move(q));
+    at += cut[j];
+  }
+}
+
+// Receiver: posts part i's second piece (and stripe pieces) once its header
+// is known.
 absl::Status PostSecond(Comm& c, Request& r, int i) {
   SplitPart& sp = r.split[i];
-  if (!sp.has_header || sp.header.second == 0 || sp.second != nullptr) return absl::OkStatus();
+  if (!sp.has_header) return absl::OkStatus();
+  if (r.lanes[i] != c.home) PostStripes(r, i);
+  if (sp.header.second == 0 || sp.second != nullptr) return absl::OkStatus();
   // A primary larger than the buffer failed already; the second piece is
   // still taken (into nothing, failing) so the pieces after it match.
   const size_t at = std::min<size_t>(sp.header.primary, r.sizes[i]);
@@ -80,16 +126,80 @@ SplitPlan PlanSplit(size_t size, uint64_t min_bytes, double eps_share) {
   return plan;
 }
 
+std::vector<size_t> StripeCut(size_t bytes, const std::vector<double>& gbps, uint64_t min_bytes) {
+  std::vector<size_t> cut(std::max<size_t>(gbps.size(), 1), 0);
+  cut[0] = bytes;
+  if (cut.size() == 1 || bytes <= min_bytes) return cut;
+  std::vector<double> w(gbps.size());
+  double total = 0;
+  for (size_t j = 0; j < w.size(); ++j) total += w[j] = gbps[j] > 0 ? gbps[j] : 0;
+  if (!(total > 0)) {
+    std::fill(w.begin(), w.end(), 1.0);
+    total = static_cast<double>(w.size());
+  }
+  // The stripes' shares of `budget` among weights summing to `sum`.
+  auto share = [&](size_t budget, double sum) {
+    size_t given = 0;
+    for (size_t j = 1; j < cut.size(); ++j) {
+      size_t len = sum > 0 ? static_cast<size_t>(static_cast<double>(budget) * w[j] / sum) : 0;
+      len -= len % 4096;
+      cut[j] = std::min(len, budget - given);
+      given += cut[j];
+    }
+    return given;
+  };
+  size_t given = share(bytes, total);
+  if (bytes - given < min_bytes) given = share(bytes - min_bytes, total - w[0]);
+  cut[0] = bytes - given;
+  return cut;
+}
+
+std::vector<double> StripeRates(const LanePath& path) {
+  std::vector<double> out{path.gbps};
+  for (const StripePath& s : path.stripes) out.push_back(s.gbps);
+  return out;
+}
+
 absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share) {
   Lane& lane = *r.lanes[i];
   SplitPart& sp = r.split[i];
   sp.min_bytes = lane.path.split_min_bytes;
   const SplitPlan plan = PlanSplit(r.sizes[i], sp.min_bytes, eps_share);
+  // A striped lane cuts the primary over its connections.
+  const std::vector<size_t> cut =
+      plan.header && !lane.path.stripes.empty()
+          ? StripeCut(plan.primary, StripeRates(lane.path), sp.min_bytes)
+          : std::vector<size_t>{plan.primary};
   // The primary first: when its lane fails now, nothing has left and the
   // post can be retried after a failover.
-  ASSIGN_OR_RETURN(r.parts[i], lane.connection->Isend(r.data[i], plan.primary, r.tags[i]));
+  ASSIGN_OR_RETURN(r.parts[i], lane.connection->Isend(r.data[i], cut[0], r.tags[i]));
   r.sizes[i] = plan.primary;  // what a failover re-sends
   if (!plan.header) return absl::OkStatus();
+  // The stripe pieces: one that cannot be posted (its circuit died) is
+  // recorded, and the comm fails over (the whole primary is re-sent).
+  size_t at = cut[0];
+  for (size_t j = 1; j < cut.size(); ++j) {
+    std::unique_ptr<transport::Request> q;
+    if (cut[j] > 0 && sp.stripe_error.ok()) {
+      transport::Connection* conn =
+          j - 1 < lane.stripes.size() ? lane.stripes[j - 1].get() : nullptr;
+      absl::StatusOr<std::unique_ptr<transport::Request>> p =
+          conn == nullptr
+              ? absl::UnavailableError("the stripe's connection is closed")
+              : conn->Isend(static_cast<const char*>(r.data[i]) + at, cut[j], r.tags[i]);
+      if (p.ok()) {
+        q = *std::move(p);
+        sp.stripe_bytes += cut[j];
+      } else {
+        sp.stripe_error = Annotate(
+            p.status(), absl::StrCat("stripe piece of part ", r.seqs[i], " of tag ", r.tags[i],
+                                     " on ", lane.path.stripes[j - 1].local_nic));
+      }
+    }
+    sp.stripes.push_back(std::move(q));
+    at += cut[j];
+  }
+  c.split.stripe_bytes += sp.stripe_bytes;
   sp.header.tag = r.tags[i];
   sp.header.seq = r.seqs[i];
   sp.header.primary = plan.primary;
@@ -178,6 +288,9 @@ void PollSplitHeaders(Comm& c) {
 bool SplitDone(const Comm& c, const Request& r, int i) {
   const SplitPart& sp = r.split[i];
   if ((sp.min_bytes == 0 && !sp.header_expected) || c.lane_failed) return true;
+  for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
+    if (q != nullptr && !q->Done()) return false;
+  }
   if (c.is_send) {
     return (sp.header_send == nullptr || sp.header_send->Done()) &&
            (sp.second == nullptr || sp.second->Done());
@@ -189,25 +302,68 @@ bool SplitDone(const Comm& c, const Request& r, int i) {
     return true;
   }
   if (!sp.has_header) return false;
+  if (r.lanes[i] != c.home && !r.lanes[i]->path.stripes.empty() && !sp.stripes_posted) return false;
   return sp.header.second == 0 || (sp.second != nullptr && sp.second->Done());
 }
 
 size_t SplitExtraBytes(const Comm& c, const Request& r, int i) {
   const SplitPart& sp = r.split[i];
-  if (c.is_send) return sp.second_bytes;
-  return sp.second != nullptr && sp.second->status().ok() ? sp.second->bytes() : 0;
+  if (c.is_send) return sp.second_bytes + sp.stripe_bytes;
+  size_t n = sp.second != nullptr && sp.second->status().ok() ? sp.second->bytes() : 0;
+  for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
+    if (q != nullptr && q->Done() && q->status().ok()) n += q->bytes();
+  }
+  return n;
 }
 
 absl::Status SplitStatus(const Request& r, int i) {
   const SplitPart& sp = r.split[i];
   if (sp.header_send != nullptr && !sp.header_send->status().ok()) return sp.header_send->status();
   if (sp.second != nullptr && !sp.second->status().ok()) return sp.second->status();
+  if (!sp.stripe_error.ok()) return sp.stripe_error;
+  for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
+    if (q != nullptr && !q->status().ok()) return q->status();
+  }
   return absl::OkStatus();
+}
+
+bool StripesArrived(const Request& r, int i) {
+  const SplitPart& sp = r.split[i];
+  if (r.lanes[i]->path.stripes.empty()) return true;
+  const transport::Request& p = *r.parts[i];
+  if (!p.Done() || !p.status().ok()) return true;  // the primary's own state decides
+  if (sp.min_bytes == 0 || p.bytes() < sp.min_bytes) return true;  // whole: no stripes
+  if (!sp.has_header || !sp.stripes_posted || !sp.stripe_error.ok()) return false;
+  for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
+    if (q != nullptr && !Over(*q)) return false;
+  }
+  return true;
+}
+
+absl::Status StripeFailure(const Request& r, int i) {
+  const SplitPart& sp = r.split[i];
+  if (!sp.stripe_error.ok()) return sp.stripe_error;
+  for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
+    if (q == nullptr || !q->Done()) continue;
+    const absl::Status st = q->status();
+    // A receive refused as too large is the part's error, not the lane's.
+    if (!st.ok() && (r.comm->is_send || !absl::IsInvalidArgument(st))) return st;
+  }
+  return absl::OkStatus();
+}
+
+void DropStripes(Request& r, int i) {
+  SplitPart& sp = r.split[i];
+  sp.stripes.clear();
+  sp.stripes_posted = false;
+  sp.stripe_bytes = 0;
+  sp.stripe_error = absl::OkStatus();
 }
 
 std::string DescribeSplit(const SplitCounters& s) {
   return absl::StrCat("split ", s.parts, " part(s): ", s.primary_bytes, " bytes on their lanes, ",
-                      s.home_bytes, " on home");
+                      s.home_bytes, " on home",
+                      s.stripe_bytes > 0 ? absl::StrCat(" (", s.stripe_bytes, " on stripes)") : "");
 }
 
 }  // namespace mixnet::nccl

@@ -27,6 +27,18 @@
 //    when its primary piece is in and, if that piece is >= M bytes, its
 //    header and second piece are too; its size is a + (S - a).
 //  One-way: the sender tells, no round trip per message.
+// Striped lanes: when router v2 gives a host pair several circuits, a comm's
+// lane runs over all of them (LanePath::stripes: one connection per further
+// circuit). A split part's primary piece [0, a) is then cut over the lane's
+// connections by the circuits' rates, 4 KiB-aligned (StripeCut): [0, a0) on
+// the lane's own connection, where a0 >= M (so the receiver still tells a
+// split part by the size of what arrives there), then each stripe's piece in
+// stripe order. The receiver computes the same cut from the header's `a`
+// and posts the stripe pieces with the second one. Parts below M stay whole
+// on the lane's own connection. The stripes belong to the primary: a
+// receiver counts a part arrived only with every stripe piece in, and a
+// failover re-sends the whole primary [0, a) on home (the stripe pieces of
+// parts moved to home are dropped).
 // Order: primary pieces of a tag run in part order on their lanes (FIFO as
 // before); headers in the sender's order on home; second pieces under their
 // own tag on home, posted by the receiver in part order (headers come in
@@ -48,6 +60,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "plugins/nccl_net/lane.h"
@@ -79,6 +92,12 @@ struct SplitPart {
   std::unique_ptr<transport::Request> header_send;  // sender
   std::unique_ptr<transport::Request> second;       // the second piece, on home
   size_t second_bytes = 0;                          // sender: bytes of the second piece
+  // Striped lanes: the pieces on the lane's stripes (entry j on stripe j;
+  // null where the cut gives it nothing), while the part is on that lane.
+  std::vector<std::unique_ptr<transport::Request>> stripes;
+  bool stripes_posted = false;  // receiver: posted (with the second piece)
+  size_t stripe_bytes = 0;      // sender: bytes on the stripes
+  absl::Status stripe_error;    // sender: a stripe piece that could not be posted
 };
 
 // Per comm: parts split over two lanes and their bytes on each.
@@ -86,6 +105,7 @@ struct SplitCounters {
   uint64_t parts = 0;
   uint64_t primary_bytes = 0;
   uint64_t home_bytes = 0;
+  uint64_t stripe_bytes = 0;  // of primary_bytes, those on striped lanes' further circuits
 };
 
 // How a part of `size` bytes is cut on a lane splitting from `min_bytes`
@@ -96,6 +116,15 @@ struct SplitPlan {
   bool header = false;
 };
 SplitPlan PlanSplit(size_t size, uint64_t min_bytes, double eps_share);
+// How a primary piece of `bytes` is cut over a lane's connections (entry 0:
+// its own, from offset 0; entry j: stripe j - 1, each after the one before),
+// by the rates `gbps` (entry 0 the lane's circuit): each stripe gets its
+// share rounded down to 4 KiB, and when that would leave entry 0 below
+// `min_bytes` the stripes share what lies above min_bytes instead. Rates
+// that are all 0 count as equal. Pure.
+std::vector<size_t> StripeCut(size_t bytes, const std::vector<double>& gbps, uint64_t min_bytes);
+// The rates of `path`'s connections: its circuit's, then its stripes'.
+std::vector<double> StripeRates(const LanePath& path);
 
 // Sender: posts part i of `r` (described; lane r.lanes[i]) whole or split:
 // the primary on the lane first (when that fails nothing is out), then the
@@ -114,6 +143,16 @@ bool SplitDone(const Comm& c, const Request& r, int i);
 // pieces (OK when none).
 size_t SplitExtraBytes(const Comm& c, const Request& r, int i);
 absl::Status SplitStatus(const Request& r, int i);
+// Striped lanes. Receiver: whether part i's stripe pieces are all over
+// (true for a part with none, or not split); a failover re-posts a part on
+// home unless its primary and these arrived.
+bool StripesArrived(const Request& r, int i);
+// Either end: the first failure of part i's stripe pieces (a lane failing:
+// the caller fails over), OK when none failed (yet).
+absl::Status StripeFailure(const Request& r, int i);
+// Part i moves to home (re-posted or re-sent whole there, or delivered):
+// its stripe pieces no longer count.
+void DropStripes(Request& r, int i);
 // "split 40 part(s): 31457280 bytes on their lanes, 10485760 on home".
 std::string DescribeSplit(const SplitCounters& s);
 

@@ -23,6 +23,26 @@ absl::Duration MoveTimeout(absl::Duration connect_timeout) {
 
 }  // namespace
 
+uint64_t StripeConnectionId(uint64_t move_id, size_t stripe) {
+  // Move ids are random 64-bit values: the next few are as unlikely to be
+  // taken as any other.
+  return move_id + 1 + stripe;
+}
+
+absl::StatusOr<std::shared_ptr<ConnectionTask>> PathMover::StartStripeDial(
+    transport::Device& device, transport::ConnectOptions co, const StripePath& stripe, size_t j,
+    bool initiator) const {
+  co.connection_id = StripeConnectionId(co.connection_id, j);
+  co.initiator = initiator;
+  co.peer_name =
+      absl::StrCat(co.peer_name, " stripe ", j, " ", stripe.local_nic, " -> ", stripe.remote_nic);
+  transport::Device* d = &device;
+  // As the lane's own dial: the waiting side on the dialing pool, the
+  // initiator on the answering one (helper_pool.h).
+  return ConnectionTask::Start(initiator ? HelperPool::Answering() : HelperPool::Dialing(),
+                               [d, co](const std::atomic<bool>&) { return d->Connect(co); });
+}
+
 std::string CommName(const Comm& c) {
   return absl::StrCat(c.is_send ? "send comm to " : "recv comm from ",
                       c.peer_host.empty() ? std::string("peer") : c.peer_host, " (",
@@ -238,6 +258,13 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       mv->target.direct = m.target.direct;
       mv->target.circuit = m.target.circuit;
       mv->target.split_min_bytes = m.target.split_min_bytes;
+      mv->target.gbps = m.target.gbps;
+      for (const StripePath& sp : m.target.stripes) {
+        mv->target.stripes.push_back(StripePath{.local_nic = sp.remote_nic,
+                                                .remote_nic = sp.local_nic,
+                                                .circuit = sp.circuit,
+                                                .gbps = sp.gbps});
+      }
       // Split headers come on home from the first split part on.
       if (m.target.split_min_bytes > 0) c.split_seen = true;
       mv->epoch = m.epoch;
@@ -264,6 +291,25 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
         return;
       }
       mv->dial = *std::move(dial);
+      // A striped target: one more connection per stripe, each awaited on
+      // its own NIC (ids follow the move's: StripeConnectionId).
+      for (size_t j = 0; j < mv->target.stripes.size(); ++j) {
+        const StripePath& sp = mv->target.stripes[j];
+        absl::StatusOr<transport::Device*> sd = options_.device(sp.local_nic);
+        absl::StatusOr<std::shared_ptr<ConnectionTask>> wait =
+            sd.ok() ? StartStripeDial(**sd, co, sp, j, false) : sd.status();
+        if (!wait.ok()) {
+          mv->dial->Cancel();
+          for (const std::shared_ptr<ConnectionTask>& t : mv->stripe_dials) t->Cancel();
+          reply.type = ControlType::kRefuse;
+          reply.reason = absl::StrCat("host ", options_.host, " cannot wait on NIC ", sp.local_nic,
+                                      " for stripe ", j, ": ", wait.status().ToString());
+          Send(c, on, reply);
+          return;
+        }
+        mv->stripe_dials.push_back(*std::move(wait));
+        reply.stripe_addresses.push_back((*sd)->address());
+      }
       reply.type = ControlType::kReady;
       reply.address = d->address();
       reply.counts = c.posted;
@@ -297,6 +343,26 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
         return;
       }
       move->dial = *std::move(dial);
+      if (m.stripe_addresses.size() != move->target.stripes.size()) {
+        Abandon(c,
+                absl::StrCat("READY named ", m.stripe_addresses.size(), " stripe address(es) for ",
+                             move->target.stripes.size(), " stripe(s)"),
+                true);
+        return;
+      }
+      for (size_t j = 0; j < move->target.stripes.size(); ++j) {
+        const StripePath& sp = move->target.stripes[j];
+        absl::StatusOr<transport::Device*> sd = options_.device(sp.local_nic);
+        transport::ConnectOptions so = co;
+        so.remote_address = m.stripe_addresses[j];
+        absl::StatusOr<std::shared_ptr<ConnectionTask>> stripe =
+            sd.ok() ? StartStripeDial(**sd, so, sp, j, true) : sd.status();
+        if (!stripe.ok()) {
+          Abandon(c, stripe.status().ToString(), true);
+          return;
+        }
+        move->stripe_dials.push_back(*std::move(stripe));
+      }
       return;
     }
     case ControlType::kRefuse:
@@ -333,6 +399,9 @@ void PathMover::Abandon(Comm& c, const std::string& why, bool tell_peer) {
     Send(c, *m.old, msg);
   }
   if (m.dial != nullptr) m.dial->Cancel();
+  for (const std::shared_ptr<ConnectionTask>& d : m.stripe_dials) {
+    if (d != nullptr) d->Cancel();
+  }
   LogWarn(absl::StrCat(CommName(c), ": move to ", m.target.Describe(), " abandoned, staying on ",
                        c.lane->path.Describe(), ": ", why));
   c.move.reset();
@@ -447,13 +516,38 @@ void PathMover::Advance(Comm& c) {
       m.next->path = m.target;
       m.next->connection_id = m.id;
       m.next->connection = **std::move(r);
-      m.local_up = true;
-      ControlMessage up;
-      up.type = ControlType::kLaneUp;
-      up.move_id = m.id;
-      Send(c, *m.old, up);
-      PollControl(c, *m.next);  // posts its control receive
     }
+  }
+  // A striped target's further connections (none for a plain one).
+  m.stripes_made.resize(m.stripe_dials.size());
+  for (size_t j = 0; j < m.stripe_dials.size(); ++j) {
+    if (m.stripe_dials[j] == nullptr) continue;
+    std::optional<absl::StatusOr<std::unique_ptr<transport::Connection>>> r =
+        m.stripe_dials[j]->Poll();
+    if (!r.has_value()) continue;
+    m.stripe_dials[j].reset();
+    if (!r->ok()) {
+      Abandon(c,
+              absl::StrCat("stripe ", j, " over ", m.target.stripes[j].local_nic, ": ",
+                           r->status().ToString()),
+              true);
+      return;
+    }
+    m.stripes_made[j] = **std::move(r);
+  }
+  const bool stripes_up =
+      std::all_of(m.stripes_made.begin(), m.stripes_made.end(),
+                  [](const std::unique_ptr<transport::Connection>& s) { return s != nullptr; });
+  if (!m.local_up && m.next != nullptr && stripes_up) {
+    m.next->stripes = std::move(m.stripes_made);
+    m.stripes_made.clear();
+    m.stripe_dials.clear();
+    m.local_up = true;
+    ControlMessage up;
+    up.type = ControlType::kLaneUp;
+    up.move_id = m.id;
+    Send(c, *m.old, up);
+    PollControl(c, *m.next);  // posts its control receive
   }
   if (c.move == nullptr) return;
   if (!c.move->local_up && !c.move->switched &&

@@ -43,10 +43,13 @@
 // between 0 and 1 wants a split lane over that circuit (one with
 // LanePath::split_min_bytes set), so it moves onto one, and its parts from
 // split_min_bytes on are split over that lane and home by the share; a
-// share of 1 sends the comm to EPS. A Commit drops the shares (router v1's
-// paths until the next SetRouting), except that a static plan (no
-// controller; Options::static_plan) applies again to every topology.
-// With Options::router "v1", SetRouting is ignored: one lane, as before.
+// share of 1 sends the comm to EPS. A peer with several circuits gives every
+// comm a striped lane over all of them (LanePath::stripes; the comm's key
+// picks the lane's own circuit, the others follow), made by one move with a
+// connection per circuit (READY carries the receiver's address on each). A Commit drops the shares
+// (router v1's paths until the next SetRouting), except that a static plan (no controller;
+// Options::static_plan) applies again to every topology. With Options::router "v1", SetRouting is
+// ignored: one lane, as before.
 //
 // Threads: a "mx-nccl-mover" thread advances moves and reports; the agent's
 // event thread calls the TopologyFollower methods; NCCL's proxy threads call
@@ -76,6 +79,9 @@
 #include "runtime/router/topology_follower.h"
 
 namespace mixnet::nccl {
+
+// The transport connection id of stripe `stripe` of the lane a move makes.
+uint64_t StripeConnectionId(uint64_t move_id, size_t stripe);
 
 // "send comm to h1 (10.0.0.2:4711 via eps0)", for messages.
 std::string CommName(const Comm& c);
@@ -179,6 +185,12 @@ class PathMover : public router::TopologyFollower {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void Abandon(Comm& c, const std::string& why, bool tell_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void MaybeSwitch(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // One of a striped target's further connections (`co`: the lane's own
+  // dial's options), waited for or dialled.
+  absl::StatusOr<std::shared_ptr<ConnectionTask>> StartStripeDial(transport::Device& device,
+                                                                  transport::ConnectOptions co,
+                                                                  const StripePath& stripe,
+                                                                  size_t j, bool initiator) const;
   void MaybeRetire(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
   // Failover steps (lane_recovery.cc; comm.mu held).

@@ -55,6 +55,11 @@ std::optional<LanePath> PathMover::Desired(const Comm& c) const {
   if (paths.empty() || paths[0].kind == router::PathKind::kIntraHost) return std::nullopt;
   const router::Path* p = &paths[c.key % paths.size()];
   const double share = EpsShare(c);
+  bool v2 = false;  // a router v2 routing for this peer is in place
+  {
+    absl::MutexLock lock(&routing_mu_);
+    v2 = eps_share_.contains(c.peer_host);
+  }
   if (p->kind == router::PathKind::kOcs && share >= 1) {
     // Router v2 gives the circuits nothing: EPS carries the comm.
     const std::vector<router::Path>& eps = table->EpsPathsTo(c.peer_host);
@@ -70,8 +75,30 @@ std::optional<LanePath> PathMover::Desired(const Comm& c) const {
     const cluster::NicSpec* b = peer->FindNic(p->remote_nic);
     if (a == nullptr || b == nullptr) return std::nullopt;
     out.circuit = Normalized(cluster::CircuitSpec{a->ocs_switch, a->ocs_port, b->ocs_port});
+    out.gbps = p->gbps;
     // Router v2 splits the pair's bytes over the circuit and EPS (home).
     if (share > 0) out.split_min_bytes = options_.split_min_bytes;
+    // ... and over all of the pair's circuits: the comm's lane stripes over
+    // the others too, starting after its own (multipath.h).
+    if (v2) {
+      std::vector<const router::Path*> circuits;
+      for (const router::Path& q : paths) {
+        if (q.kind == router::PathKind::kOcs) circuits.push_back(&q);
+      }
+      const size_t first = std::find(circuits.begin(), circuits.end(), p) - circuits.begin();
+      for (size_t k = 1; k < circuits.size() && first < circuits.size(); ++k) {
+        const router::Path* q = circuits[(first + k) % circuits.size()];
+        const cluster::NicSpec* qa = self->FindNic(q->local_nic);
+        const cluster::NicSpec* qb = peer->FindNic(q->remote_nic);
+        if (qa == nullptr || qb == nullptr) continue;
+        out.stripes.push_back(StripePath{
+            .local_nic = q->local_nic,
+            .remote_nic = q->remote_nic,
+            .circuit = Normalized(cluster::CircuitSpec{qa->ocs_switch, qa->ocs_port, qb->ocs_port}),
+            .gbps = q->gbps});
+      }
+      if (!out.stripes.empty()) out.split_min_bytes = options_.split_min_bytes;
+    }
   }
   return out;
 }
@@ -123,10 +150,17 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
 bool PathMover::Vanishing(const LanePath& p) const {
   if (!p.direct) return false;
   absl::MutexLock lock(&routing_mu_);
-  for (const cluster::CircuitSpec& c : routing_.circuits) {
-    if (SameCircuit(c, p.circuit)) return false;
+  auto leaving = [&](const cluster::CircuitSpec& circuit) {
+    for (const cluster::CircuitSpec& c : routing_.circuits) {
+      if (SameCircuit(c, circuit)) return false;
+    }
+    return true;
+  };
+  if (leaving(p.circuit)) return true;
+  for (const StripePath& s : p.stripes) {
+    if (leaving(s.circuit)) return true;
   }
-  return true;
+  return false;
 }
 
 std::string PathMover::DescribeBlocked() const {

@@ -41,8 +41,16 @@ void Describe(const Comm& comm, Request& r, int i, void* data, size_t size, uint
 // posting there (the post would fail, or wait for nothing).
 bool DeadGuarded(const Comm& comm, const std::shared_ptr<Lane>& lane)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
-  return lane != comm.home &&
-         (lane->connection == nullptr || lane->peer_closed || !lane->connection->health().ok());
+  if (lane == comm.home) return false;
+  if (lane->connection == nullptr || lane->peer_closed || !lane->connection->health().ok()) {
+    return true;
+  }
+  // A striped lane is down when any of its circuits is (multipath.h).
+  if (lane->stripes.size() != lane->path.stripes.size()) return true;
+  for (const std::unique_ptr<transport::Connection>& s : lane->stripes) {
+    if (s == nullptr || !s->health().ok()) return true;
+  }
+  return false;
 }
 
 std::string LaneName(const Lane& lane) {
@@ -59,14 +67,24 @@ absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane) {
   absl::MutexLock lock(&m->mu);
   auto it = m->pins.find(lane.get());
   if (it != m->pins.end() && !it->second.lane.expired()) return absl::OkStatus();
-  absl::StatusOr<std::shared_ptr<const void>> reg =
-      lane->connection->RegisterMemory(m->data, m->size);
-  if (!reg.ok()) {
-    return Annotate(reg.status(), absl::StrCat("registering ", m->size, " bytes at 0x",
-                                               absl::Hex(reinterpret_cast<uintptr_t>(m->data)),
-                                               " on lane ", lane->path.Describe()));
+  // With each of the lane's connections: a striped lane's circuits may sit
+  // on other adapters.
+  auto regs = std::make_shared<std::vector<std::shared_ptr<const void>>>();
+  std::vector<transport::Connection*> conns{lane->connection.get()};
+  for (const std::unique_ptr<transport::Connection>& s : lane->stripes) {
+    if (s != nullptr) conns.push_back(s.get());
   }
-  m->pins[lane.get()] = MemHandle::Pin{lane, *std::move(reg)};
+  for (transport::Connection* conn : conns) {
+    absl::StatusOr<std::shared_ptr<const void>> reg = conn->RegisterMemory(m->data, m->size);
+    if (!reg.ok()) {
+      return Annotate(reg.status(),
+                      absl::StrCat("registering ", m->size, " bytes at 0x",
+                                   absl::Hex(reinterpret_cast<uintptr_t>(m->data)), " on lane ",
+                                   lane->path.Describe(), " (", conn->peer_name(), ")"));
+    }
+    regs->push_back(*std::move(reg));
+  }
+  m->pins[lane.get()] = MemHandle::Pin{lane, std::shared_ptr<const void>(regs, regs.get())};
   return absl::OkStatus();
 }
 

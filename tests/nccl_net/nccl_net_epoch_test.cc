@@ -118,6 +118,28 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   auto rb = nccl::DecodeControl(nccl::EncodeControl(r).data(), nccl::EncodeControl(r).size());
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_EQ(rb->address, r.address);
+  EXPECT_TRUE(rb->stripe_addresses.empty());
+
+  // A striped target (multipath.h): its further circuits, their rates and
+  // the receiver's address on each.
+  m.target.gbps = 3;
+  m.target.stripes = {{"ocs2", "ocs1", {"ocs0", 4, 9}, 2.5}, {"ocs3", "ocs3", {"ocs1", 1, 2}, 0}};
+  const std::string sw2 = nccl::EncodeControl(m);
+  auto sb = nccl::DecodeControl(sw2.data(), sw2.size());
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_TRUE(sb->target.SameAs(m.target));
+  ASSERT_EQ(sb->target.stripes.size(), 2u);
+  EXPECT_EQ(sb->target.gbps, 3);
+  EXPECT_EQ(sb->target.stripes[0].gbps, 2.5);
+  EXPECT_EQ(sb->target.stripes[1].circuit.port_b, 2);
+  EXPECT_FALSE(sb->target.SameAs(back->target));  // one circuit is not two
+  EXPECT_EQ(sb->target.Describe(),
+            "ocs1 -> ocs0 (circuit ocs0:3-7, split from 65536 B) + ocs2 -> ocs1 (circuit "
+            "ocs0:4-9) + ocs3 -> ocs3 (circuit ocs1:1-2)");
+  r.stripe_addresses = {std::string("a\0b", 3), "tcp:10.0.0.2:6"};
+  auto ra = nccl::DecodeControl(nccl::EncodeControl(r).data(), nccl::EncodeControl(r).size());
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  EXPECT_EQ(ra->stripe_addresses, r.stripe_addresses);
 
   // The failover messages (lane_recovery.h).
   nccl::ControlMessage rec;
