@@ -10,13 +10,18 @@
 //   - when the first direction's receive completes, at least half of the
 //     other direction's bytes have crossed its NIC (one direction after the
 //     other: a few percent, its ACKs).
-// 8 MiB (a floor of about 2.9 s) because a rendezvous pays a fixed wait
-// before the second direction starts, its CTS passing the other side's
-// queued payload: a round trip through the shaped queues plus at most two
-// chunks (about 0.3-0.5 s here; one direction after the other: 2.8 s).
+// 8 MiB (a floor of about 2.9 s) so that TCP's own two-way dynamics over
+// the deep shaped queues (ACKs of one direction queued behind the other's
+// data) average out.
+// And the CTS's own wait, with 2 MiB by rendezvous: the second direction
+// starts (5% of its bytes across) within a tenth of the floor of the first
+// (0.07 s). Socket 0 carries no chunks, so the CTS the first sender owes
+// waits only for the shaped queue (measured 5-10 ms); when chunks shared
+// socket 0 it waited for the kernel's bytes there, about 0.38 s here.
 // Over the EPS (through the bridge) and over an OCS circuit; TCP cubic, or
 // reno where this machine does not let a namespace choose cubic. Main thread plus
 // the helper threads of BidirFabric::Exchange.
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -78,6 +83,26 @@ TEST_P(TcpBidirTest, BothDirectionsMoveAtOnce) {
                              << "% of the other had crossed its link";
 }
 
+// Rendezvous only: an eager send waits for no CTS.
+class TcpBidirRendezvousTest : public TcpBidirTest {};
+
+TEST_P(TcpBidirRendezvousTest, SecondDirectionStartsAtOnce) {
+  BidirOptions o;
+  o.link = GetParam().link;
+  o.bytes = 2 << 20;
+  o.skew = absl::Milliseconds(20);
+  absl::StatusOr<BidirResult> r = fabric_->Exchange(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double gap = std::abs(r->start_s[0] - r->start_s[1]);
+  std::printf(
+      "%s rendezvous, 2 MiB: to h1 from %.3f s, to h0 from %.3f s (%.3f s apart); %.3f s, "
+      "floor %.3f s\n",
+      o.link.c_str(), r->start_s[1], r->start_s[0], gap, r->seconds, r->floor_seconds);
+  EXPECT_LT(gap, 0.1 * r->floor_seconds)
+      << "the second direction started " << gap << " s after the first: its CTS waited behind "
+      << "the first direction's payload";
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, TcpBidirTest,
                          ::testing::Values(Case{"eps", false}, Case{"eps", true},
                                            Case{"circuit", false}, Case{"circuit", true}),
@@ -85,6 +110,9 @@ INSTANTIATE_TEST_SUITE_P(Links, TcpBidirTest,
                            return std::string(info.param.link) +
                                   (info.param.eager ? "_eager" : "_rendezvous");
                          });
+INSTANTIATE_TEST_SUITE_P(Links, TcpBidirRendezvousTest,
+                         ::testing::Values(Case{"eps", false}, Case{"circuit", false}),
+                         [](const auto& info) { return std::string(info.param.link); });
 
 }  // namespace
 }  // namespace mixnet::bench

@@ -40,8 +40,9 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Create(TcpDevice* 
   }
   if (!device->local() && !conn->sockets_.empty()) {
     // Socket 0 carries the control frames: keep the kernel's unsent bytes
-    // there to one chunk, so a CTS or RTS queued behind payload (in our
-    // queue, which it passes) waits for at most that much (see Queue).
+    // there to one chunk, so a CTS or RTS queued behind payload (eager
+    // messages, or chunks when it is the only socket; in our queue, which it
+    // passes) waits for at most that much (see Queue).
     const int lowat = static_cast<int>(std::min<size_t>(conn->chunk_bytes_, INT32_MAX));
     if (setsockopt(conn->sockets_[0]->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) !=
         0) {
@@ -219,7 +220,9 @@ void TcpConnection::StartPayload(uint64_t seq) {
   for (size_t i = 0; i < nchunks; ++i) {
     size_t off = i * chunk_bytes_;
     size_t n = std::min(chunk_bytes_, op->len - off);
-    Socket* s = sockets_[(seq + i) % k].get();
+    // The bulk sockets only: socket 0 stays free for control frames (see
+    // tcp_connection.h).
+    Socket* s = k > 1 ? sockets_[1 + (seq + i) % (k - 1)].get() : sockets_[0].get();
     OutFrame f;
     f.hdr = FrameHeader{kFrameChunk, kFrameMagic, seq, off, n};
     f.data = op->data + off;

@@ -2,12 +2,13 @@
 // messages travel eagerly on socket 0; large ones use a rendezvous so the
 // receiver never buffers them: the sender announces the message (RTS), the
 // receiver answers CTS once a receive matches it, and the payload then flows
-// straight into the receive buffer in chunks striped across all sockets.
-// Isend/Irecv run on caller threads; reads run on the device's progress
-// thread, writes on whichever thread queued the frame when the socket is idle
-// (else on the progress thread, once the socket drains). Reads are batched:
-// one recv takes every frame that has arrived, up to 4 KiB, and large
-// payloads are received in place.
+// straight into the receive buffer in chunks striped across the bulk
+// sockets: sockets 1..k-1 of a connection of k >= 2 sockets, socket 0 of a
+// connection of one. Isend/Irecv run on caller threads; reads run on the
+// device's progress thread, writes on whichever thread queued the frame when
+// the socket is idle (else on the progress thread, once the socket drains).
+// Reads are batched: one recv takes every frame that has arrived, up to
+// 4 KiB, and large payloads are received in place.
 //
 // Wire format: 32-byte frames {type, magic, seq, a, b}.
 //   EAGER (socket 0): a = tag, b = bytes; the payload follows inline.
@@ -15,6 +16,8 @@
 //   CTS   (socket 0): receiver -> sender for `seq`; a = 1 when the matched
 //                     receive is too small (nothing will be sent).
 //   CHUNK (any)     : a = offset, b = length of message `seq`, payload follows.
+//                     A receiver takes chunks on any socket; this sender puts
+//                     them on the bulk sockets only.
 //   CLOSE (each)    : orderly shutdown; no more frames follow on that socket.
 //   PULL  (socket 0): local transport only, just before an RTS: a = the
 //                     address of message `seq` in the sender's memory.
@@ -28,14 +31,21 @@
 // Sequence numbers count the sender's messages; matching is FIFO per tag in
 // sequence order because announcements all travel on socket 0.
 //
-// Control frames are never queued behind bulk payload (see Queue): on each
-// socket every frame but CHUNK and CLOSE goes ahead of the chunks that have
-// not started, and socket 0 (TCP) keeps at most chunk_bytes of unsent data
-// in the kernel (TCP_NOTSENT_LOWAT), the rest waiting in our queue where a
-// control frame can pass it. Without both, when two hosts send each other a
-// large message at once, the CTS one of them owes the other waits behind
-// its own payload on socket 0, and the two directions of a full-duplex link
-// run one after the other (twice the time; bench/tcp_bidir measures it).
+// Control frames are never queued behind bulk payload. When two hosts send
+// each other a large message at once, the CTS one of them owes the other
+// must not wait behind its own payload, or the two directions of a
+// full-duplex link run one after the other. With k >= 2 sockets socket 0
+// carries no chunks at all, so a CTS waits only for the eager messages ahead
+// of it and the link's queue; kernel bytes already written on a socket
+// cannot be passed, and on socket 0 a CTS used to wait for the chunks the
+// kernel held there (up to TCP_NOTSENT_LOWAT unsent plus the congestion
+// window in flight, each draining at 1/k of the link): about 1.2 MB on a
+// 2-socket connection, 0.38 s at 25 Mbit/s, as long as the all-to-alls of
+// the route bench themselves. With one socket (or a frame on the bulk
+// sockets) every frame but CHUNK and CLOSE still goes ahead of the chunks
+// that have not started (see Queue), and socket 0 keeps at most chunk_bytes
+// of unsent data in the kernel (TCP_NOTSENT_LOWAT), the rest waiting in our
+// queue where a control frame can pass it. bench/tcp_bidir measures both.
 //
 // Local transport (both ends on one host, a Unix socket): a matched RTS that
 // came with a PULL address is copied by the receiver straight from the
