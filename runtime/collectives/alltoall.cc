@@ -1,6 +1,7 @@
 // All-to-all(v) implementation (see alltoall.h).
 #include "runtime/collectives/alltoall.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -46,21 +47,43 @@ std::vector<double> Speeds(const std::vector<PeerPath>& paths) {
 
 }  // namespace
 
-std::vector<size_t> SplitAcrossPaths(size_t bytes, const std::vector<double>& gbps) {
-  std::vector<size_t> out(gbps.size(), 0);
-  if (gbps.empty()) return out;
+std::vector<size_t> SplitAcrossPaths(size_t bytes, const std::vector<double>& gbps, size_t first) {
+  const size_t n = gbps.size();
+  std::vector<size_t> out(n, 0);
+  if (n == 0) return out;
   double total = 0;
   for (double g : gbps) total += g > 0 ? g : 0;
-  size_t assigned = 0;
-  for (size_t i = 0; i + 1 < gbps.size(); ++i) {
-    double share = total > 0 ? (gbps[i] > 0 ? gbps[i] : 0) / total : 1.0 / gbps.size();
-    size_t want = static_cast<size_t>(static_cast<double>(bytes) * share);
-    want -= want % kAlign;
-    want = std::min(want, bytes - assigned);
-    out[i] = want;
-    assigned += want;
+  std::vector<double> share(n);
+  for (size_t i = 0; i < n; ++i) {
+    share[i] = total > 0 ? (gbps[i] > 0 ? gbps[i] : 0) / total : 1.0 / static_cast<double>(n);
   }
-  out.back() = bytes - assigned;
+  // Whole pages by the largest remainder: each path its share's pages
+  // rounded down, then the pages left over one each to the paths whose
+  // shares lost most to the rounding. Ties go in turn from `first`, so the
+  // pairs of an all-to-all (each with its own `first`) do not all load the
+  // same path with their rounding.
+  const size_t pages = bytes / kAlign;
+  std::vector<double> lost(n, 0);
+  size_t given = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double ideal = static_cast<double>(pages) * share[i];
+    const size_t whole = std::min(static_cast<size_t>(ideal), pages - given);
+    out[i] = whole * kAlign;
+    lost[i] = ideal - static_cast<double>(whole);
+    given += whole;
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i) {
+    if (share[i] > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (lost[a] != lost[b]) return lost[a] > lost[b];
+    return (a + n - first % n) % n < (b + n - first % n) % n;
+  });
+  size_t next = 0;
+  for (; given < pages; ++given, ++next) out[order[next % order.size()]] += kAlign;
+  // The bytes short of a page go with the next path in that order.
+  out[order[next % order.size()]] += bytes % kAlign;
   return out;
 }
 
@@ -103,7 +126,8 @@ absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& a) {
     RETURN_IF_ERROR(
         post(paths[0].connection->Irecv(&theirs[peer], sizeof(CountPair), tag + kTagCounts), peer,
              sizeof(CountPair)));
-    std::vector<size_t> pieces = SplitAcrossPaths(a.recv_counts[peer], Speeds(paths));
+    std::vector<size_t> pieces =
+        SplitAcrossPaths(a.recv_counts[peer], Speeds(paths), PairSplitFirst(me, peer));
     size_t off = a.recv_displs[peer];
     for (size_t i = 0; i < paths.size(); ++i) {
       RETURN_IF_ERROR(
@@ -119,7 +143,8 @@ absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& a) {
     RETURN_IF_ERROR(
         post(paths[0].connection->Isend(&mine[peer], sizeof(CountPair), tag + kTagCounts), peer,
              SIZE_MAX));
-    std::vector<size_t> pieces = SplitAcrossPaths(a.send_counts[peer], Speeds(paths));
+    std::vector<size_t> pieces =
+        SplitAcrossPaths(a.send_counts[peer], Speeds(paths), PairSplitFirst(me, peer));
     size_t off = a.send_displs[peer];
     for (size_t i = 0; i < paths.size(); ++i) {
       RETURN_IF_ERROR(

@@ -40,8 +40,20 @@ struct AlltoallvArgs {
 absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& args);
 
 // How `bytes` to one peer are split across paths of the given speeds:
-// proportional to speed, 4 KiB-aligned pieces, remainder on the last path.
-// Deterministic, so sender and receiver compute the same pieces.
-std::vector<size_t> SplitAcrossPaths(size_t bytes, const std::vector<double>& gbps);
+// proportional to speed in whole 4 KiB pages (largest remainder), the bytes
+// short of a page with one of them; paths of speed 0 get nothing unless all
+// are 0 (then equal shares). Where shares tie for a page left over, the
+// paths take turns from `first`: callers pass one value per pair (both ends
+// the same, see PairSplitFirst), so that an all-to-all of small blocks does
+// not put every pair's rounding on the same NIC. Deterministic, so sender
+// and receiver compute the same pieces.
+std::vector<size_t> SplitAcrossPaths(size_t bytes, const std::vector<double>& gbps,
+                                     size_t first = 0);
+
+// The `first` path of SplitAcrossPaths for the pair of ranks `a` and `b`
+// (either order: both directions, and both ends, get the same).
+inline size_t PairSplitFirst(int a, int b) {
+  return static_cast<size_t>(a) + static_cast<size_t>(b);
+}
 
 }  // namespace mixnet::collectives

@@ -64,12 +64,12 @@ class TransferScope {
 };
 
 std::vector<Piece> MakePieces(size_t offset, size_t bytes, const std::vector<PeerPath>& eps,
-                              const DirectLinks& common, double eps_share) {
+                              const DirectLinks& common, double eps_share, size_t first) {
   std::vector<double> eps_gbps, link_gbps;
   for (const PeerPath& p : eps) eps_gbps.push_back(p.path.gbps);
   for (const auto& l : common) link_gbps.push_back(l->path().gbps);
   std::vector<Piece> out;
-  for (const PieceSpec& ps : SplitPair(offset, bytes, eps_gbps, link_gbps, eps_share)) {
+  for (const PieceSpec& ps : SplitPair(offset, bytes, eps_gbps, link_gbps, eps_share, first)) {
     Piece p;
     p.offset = ps.offset;
     p.len = ps.len;
@@ -130,7 +130,8 @@ void DynamicCall::PostStatic(int peer, bool recv) {
   if (recv) {
     Add(paths[0].connection->Irecv(&theirs_[peer], sizeof(CountPair), tag_ + kTagCounts), peer,
         OpKind::kStaticRecv);
-    std::vector<size_t> pieces = SplitAcrossPaths(a_.recv_counts[peer], gbps);
+    std::vector<size_t> pieces =
+        SplitAcrossPaths(a_.recv_counts[peer], gbps, PairSplitFirst(me_, peer));
     size_t off = a_.recv_displs[peer];
     for (size_t i = 0; i < paths.size(); ++i) {
       Add(paths[i].connection->Irecv(recv_ + off, pieces[i], tag_ + kTagData), peer,
@@ -142,7 +143,8 @@ void DynamicCall::PostStatic(int peer, bool recv) {
   mine_[peer] = CountPair{a_.send_counts[peer], a_.recv_counts[peer]};
   Add(paths[0].connection->Isend(&mine_[peer], sizeof(CountPair), tag_ + kTagCounts), peer,
       OpKind::kStaticSend);
-  std::vector<size_t> pieces = SplitAcrossPaths(a_.send_counts[peer], gbps);
+  std::vector<size_t> pieces =
+      SplitAcrossPaths(a_.send_counts[peer], gbps, PairSplitFirst(me_, peer));
   size_t off = a_.send_displs[peer];
   for (size_t i = 0; i < paths.size(); ++i) {
     Add(paths[i].connection->Isend(send_ + off, pieces[i], tag_ + kTagData), peer,
@@ -296,9 +298,9 @@ absl::Status DynamicCall::OnHeader(int peer) {
   // Each direction is cut by its sender's weights; relayed bytes are the
   // block's tail.
   d.recv_pieces = MakePieces(a_.recv_displs[peer], a_.recv_counts[peer] - relayed_in, eps, d.common,
-                             d.theirs.eps_share);
+                             d.theirs.eps_share, PairSplitFirst(me_, peer));
   d.send_pieces = MakePieces(a_.send_displs[peer], a_.send_counts[peer] - RelayedBytes(d.mine), eps,
-                             d.common, d.mine.eps_share);
+                             d.common, d.mine.eps_share, PairSplitFirst(me_, peer));
   d.recv_left += d.recv_pieces.size();
   for (size_t j : d.relay_in) d.recv_left += relay_in_[j].left;
   d.receipt_due = !d.common.empty() || !d.relay_in.empty();

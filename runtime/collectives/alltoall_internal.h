@@ -86,7 +86,8 @@ struct PairHeader {
 // paths by speed. Common links and eps_share 0 (router v1): over the links by
 // speed. Otherwise round(bytes x eps_share) to 4 KiB goes over the EPS paths
 // and the rest over the links, each by speed; empty pieces are left out (one
-// is kept when bytes is 0). `eps_gbps` / `link_gbps`: the paths' speeds.
+// is kept when bytes is 0). `eps_gbps` / `link_gbps`: the paths' speeds;
+// `first`: SplitAcrossPaths' turn for pages left over (PairSplitFirst).
 struct PieceSpec {
   size_t offset = 0;
   size_t len = 0;
@@ -94,7 +95,8 @@ struct PieceSpec {
   size_t index = 0;
 };
 std::vector<PieceSpec> SplitPair(size_t offset, size_t bytes, const std::vector<double>& eps_gbps,
-                                 const std::vector<double>& link_gbps, double eps_share);
+                                 const std::vector<double>& link_gbps, double eps_share,
+                                 size_t first = 0);
 
 // Router v2 relays (pure; every end computes the same). The origin of `bytes`
 // to one destination with `eps_share` of them over EPS and `relay_shares`

@@ -21,10 +21,11 @@ uint64_t Pages(uint64_t bytes, double share) {
 }  // namespace
 
 std::vector<PieceSpec> SplitPair(size_t offset, size_t bytes, const std::vector<double>& eps_gbps,
-                                 const std::vector<double>& link_gbps, double eps_share) {
+                                 const std::vector<double>& link_gbps, double eps_share,
+                                 size_t first) {
   std::vector<PieceSpec> out;
   auto add = [&](const std::vector<double>& gbps, size_t len, bool direct) {
-    std::vector<size_t> sizes = SplitAcrossPaths(len, gbps);
+    std::vector<size_t> sizes = SplitAcrossPaths(len, gbps, first);
     for (size_t i = 0; i < sizes.size(); ++i) {
       out.push_back(PieceSpec{offset, sizes[i], direct, i});
       offset += sizes[i];

@@ -333,5 +333,37 @@ TEST(SplitAcrossPaths, ProportionalAlignedAndComplete) {
   EXPECT_EQ(small[0] + small[1] + small[2], 100u);
 }
 
+// Hand-worked largest-remainder splits (P = one 4 KiB page).
+TEST(SplitAcrossPaths, PagesLeftOverTakeTurns) {
+  constexpr size_t P = 4096;
+  // 5 pages over 4 equal paths: one each, the fifth to path `first`.
+  EXPECT_EQ(SplitAcrossPaths(5 * P, {1, 1, 1, 1}, 0), (std::vector<size_t>{2 * P, P, P, P}));
+  EXPECT_EQ(SplitAcrossPaths(5 * P, {1, 1, 1, 1}, 2), (std::vector<size_t>{P, P, 2 * P, P}));
+  EXPECT_EQ(SplitAcrossPaths(5 * P, {1, 1, 1, 1}, 7), (std::vector<size_t>{P, P, P, 2 * P}));
+  // 6 pages and 100 bytes: the two extra pages to paths 1 and 2, the 100
+  // bytes to path 3 (next in turn).
+  EXPECT_EQ(SplitAcrossPaths(6 * P + 100, {1, 1, 1, 1}, 1),
+            (std::vector<size_t>{P, 2 * P, 2 * P, P + 100}));
+  // Speeds 1:2, 10 pages: 3.33 and 6.67 -> 3 and 6, the page left to the
+  // path that lost 0.67 to rounding, whatever `first` says.
+  EXPECT_EQ(SplitAcrossPaths(10 * P, {1, 2}, 0), (std::vector<size_t>{3 * P, 7 * P}));
+  EXPECT_EQ(SplitAcrossPaths(10 * P, {1, 2}, 1), (std::vector<size_t>{3 * P, 7 * P}));
+  // A path of speed 0 gets nothing, not even the bytes short of a page.
+  EXPECT_EQ(SplitAcrossPaths(3 * P + 1, {0, 1, 1}, 0), (std::vector<size_t>{0, 2 * P, P + 1}));
+  EXPECT_EQ(SplitAcrossPaths(3 * P + 1, {0, 1, 1}, 2), (std::vector<size_t>{0, P + 1, 2 * P}));
+  // Over the 7 peers of rank 0 in an 8-rank all-to-all (first = 0 + peer),
+  // blocks of 5 pages over 4 NICs put the extra page on NICs 1, 2, 3, 0, 1,
+  // 2, 3: 8 or 9 pages per NIC where "the rest on the last path" gave NIC 3
+  // 14 and the others 7.
+  std::vector<size_t> per_nic(4, 0);
+  for (int peer = 1; peer < 8; ++peer) {
+    std::vector<size_t> v = SplitAcrossPaths(5 * P, {1, 1, 1, 1}, PairSplitFirst(0, peer));
+    for (size_t i = 0; i < 4; ++i) per_nic[i] += v[i] / P;
+  }
+  EXPECT_EQ(per_nic, (std::vector<size_t>{8, 9, 9, 9}));
+  // Both ends of a pair get the same turn.
+  EXPECT_EQ(PairSplitFirst(3, 5), PairSplitFirst(5, 3));
+}
+
 }  // namespace
 }  // namespace mixnet::collectives
