@@ -1,6 +1,7 @@
-// mixnet-demo: the end-to-end MixNet demo (thin main). Two modes:
+// mixnet-demo: the end-to-end MixNet demo (thin main). Three modes:
 //   mixnet-demo [flags]                       the orchestrator (orchestrator.h)
 //   mixnet-demo worker --config F --rank R    one worker (worker.h), spawned by it
+//   mixnet-demo simulate --run-dir D [--json] the simulator on a kept run (replay.h)
 // Main thread only.
 #include <iostream>
 #include <string>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "apps/demo/orchestrator.h"
+#include "apps/demo/replay.h"
 #include "apps/demo/worker.h"
 #include "runtime/rendezvous/launcher_env.h"
 
@@ -48,6 +50,21 @@ int main(int argc, char** argv) {
       return RunWorker(config, rank, li->world);
     }
     return RunWorker(config, rank);
+  }
+  if (argc > 1 && std::string(argv[1]) == "simulate") {
+    CLI::App app{
+        "mixnet-demo simulate: the fabric simulator's prediction of a kept demo run (mixnet-demo "
+        "--keep-dir) beside what it measured, per fabric"};
+    std::string run_dir;
+    bool json = false;
+    app.add_option("--run-dir", run_dir, "the run dir the demo printed")->required();
+    app.add_flag("--json", json, "one JSON object per fabric, then a summary");
+    try {
+      app.parse(argc - 1, argv + 1);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e) == 0 ? 0 : 2;
+    }
+    return RunSimulateCommand(run_dir, json);
   }
   DemoOptions o;
   o.ocsd_path = MIXNET_DEMO_OCSD_PATH;
@@ -140,6 +157,9 @@ int main(int argc, char** argv) {
                "and nonblocking; prints the ratio table");
   app.add_flag("--no-progress", no_progress, "no progress lines on stderr");
   app.add_flag("--keep", o.keep, "leave namespaces and the run dir (debugging)");
+  app.add_flag("--keep-dir", o.keep_dir,
+               "leave the run dir (configs, specs, results; mixnet-demo simulate --run-dir "
+               "replays it)");
   app.add_flag("--loopback", o.loopback, "loopback mode even as root (times not meaningful)");
   app.add_option("--prefix", o.prefix, "namespace prefix stem ([a-z0-9_], default mxdemo<pid>)");
   app.add_option("--ocsd", o.ocsd_path, "mixnet-ocsd binary")->capture_default_str();

@@ -184,6 +184,10 @@ class Demo {
     c.router = o_.router;
     if (kind == FabricKind::kStatic && o_.router == "v2") c.static_demand = static_demand_;
     c.relay = o_.relay;
+    c.switch_ms = shape.switch_ms;
+    c.leaf_hosts = kind == FabricKind::kOversub ? o_.leaf_hosts : 0;
+    c.uplink_gbps = kind == FabricKind::kOversub ? oversub_.uplink_gbps : 0;
+    c.loopback = o_.loopback;
     RETURN_IF_ERROR(WriteFile(c.spec_path, FabricSpecYaml(kind, shape, static_circuits_)));
     ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
     double uplink_gbps = 0;
@@ -251,21 +255,8 @@ class Demo {
     }
     absl::Status read = ReadResults(c, spec, uplink_gbps, r);
     if (!waited.ok()) return Annotate(waited, absl::StrCat(name, " phase"));
-    if (read.ok()) {
-      PhaseSimulation sim;
-      sim.kind = kind;
-      sim.compute = o_.compute;
-      sim.iterations = o_.iterations;
-      sim.router = o_.router;
-      sim.relay = o_.relay;
-      sim.static_demand = c.static_demand;
-      sim.leaf_hosts = o_.leaf_hosts;
-      sim.uplink_gbps = uplink_gbps;
-      sim.burst_ms = o_.burst_ms;
-      sim.switch_ms = shape.switch_ms;
-      sim.loopback = o_.loopback;
-      SimulatePhase(sim, spec, w_, r);
-    }
+    // The same prediction `mixnet-demo simulate` makes from the run dir.
+    if (read.ok()) SimulatePhase(SimulationOf(kind, c), spec, w_, r);
     return read;
   }
 
@@ -471,8 +462,9 @@ int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversu
       std::fprintf(stderr, "mixnet-demo: %s\n", phases.back().status.ToString().c_str());
     }
   }
-  if (o.keep) {
-    std::printf("# --keep: run dir %s left in place\n", run_dir.c_str());
+  if (o.keep || o.keep_dir) {
+    std::printf("# %s: run dir %s left in place\n", o.keep ? "--keep" : "--keep-dir",
+                run_dir.c_str());
   } else {
     std::error_code ec;
     std::filesystem::remove_all(run_dir, ec);

@@ -37,6 +37,7 @@ struct DemoOptions {
   int static_iterations = 3;  // static: planned from the mean of these first iterations
   bool json = false;
   bool keep = false;      // leave namespaces and the run dir
+  bool keep_dir = false;  // leave the run dir (configs, specs, results: replay.h)
   bool loopback = false;  // force loopback mode even as root
   bool progress = true;   // a line per iteration on stderr
   std::string plot_dir;   // gnuplot PNG of per-iteration times

@@ -46,7 +46,11 @@ std::string RunConfig::ToJson() const {
                       {"burst_ms", burst_ms},
                       {"router", router},
                       {"static_demand", static_demand},
-                      {"relay", relay}};
+                      {"relay", relay},
+                      {"switch_ms", switch_ms},
+                      {"leaf_hosts", leaf_hosts},
+                      {"uplink_gbps", uplink_gbps},
+                      {"loopback", loopback}};
   return j.dump(2);
 }
 
@@ -90,6 +94,11 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.router = j.at("router");
     c.static_demand = j.at("static_demand").get<std::vector<double>>();
     c.relay = j.at("relay").get<bool>();
+    // Optional: configs written before the simulator's replay read them.
+    c.switch_ms = j.value("switch_ms", c.switch_ms);
+    c.leaf_hosts = j.value("leaf_hosts", c.leaf_hosts);
+    c.uplink_gbps = j.value("uplink_gbps", c.uplink_gbps);
+    c.loopback = j.value("loopback", c.loopback);
     return c;
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: ", e.what()));

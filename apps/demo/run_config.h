@@ -51,6 +51,12 @@ struct RunConfig {
   // hosts in host order, row-major), given to the communicator once.
   std::vector<double> static_demand;
   bool relay = false;  // static's plan may relay (RoutingPlan::relay)
+  // Not read by the workers: what the simulator needs to replay the phase
+  // (`mixnet-demo simulate`, replay.h) beyond the fields above.
+  double switch_ms = 25;   // mixnet: the OCS's switching time
+  int leaf_hosts = 0;      // oversub: hosts per leaf
+  double uplink_gbps = 0;  // oversub: each leaf's uplink
+  bool loopback = false;   // no emulated links (nothing to simulate)
 
   std::string ToJson() const;
   static absl::StatusOr<RunConfig> FromJson(const std::string& text);

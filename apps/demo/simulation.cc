@@ -111,6 +111,22 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
 
 }  // namespace
 
+PhaseSimulation SimulationOf(FabricKind kind, const RunConfig& c) {
+  PhaseSimulation sim;
+  sim.kind = kind;
+  sim.compute = c.compute;
+  sim.iterations = c.iterations;
+  sim.router = c.router;
+  sim.relay = c.relay;
+  sim.static_demand = c.static_demand;
+  sim.leaf_hosts = c.leaf_hosts;
+  sim.uplink_gbps = c.uplink_gbps;
+  sim.burst_ms = c.burst_ms;
+  sim.switch_ms = c.switch_ms;
+  sim.loopback = c.loopback;
+  return sim;
+}
+
 void SimulatePhase(const PhaseSimulation& p, const cluster::ClusterSpec& spec, const Workload& w,
                    PhaseResult& r) {
   r.simulated = false;

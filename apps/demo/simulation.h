@@ -17,6 +17,7 @@
 
 #include "apps/demo/fabric_spec.h"
 #include "apps/demo/phase_result.h"
+#include "apps/demo/run_config.h"
 #include "apps/demo/step.h"
 #include "apps/demo/workload.h"
 #include "runtime/cluster/cluster_spec.h"
@@ -36,6 +37,10 @@ struct PhaseSimulation {
   double switch_ms = 25;              // mixnet: the OCS's switching time
   bool loopback = false;
 };
+
+// The simulation of the phase `c` describes (its fabric `kind`): what the
+// orchestrator and `mixnet-demo simulate` (replay.h) both run.
+PhaseSimulation SimulationOf(FabricKind kind, const RunConfig& c);
 
 // Fills r.iterations[i].simulated_ms and .simulated_alltoall_ms for the
 // iterations r holds and sets r.simulated, or leaves them and says why in

@@ -10,7 +10,8 @@
 //   - the simulator's prediction beside each measurement: a tiny run of the
 //     five fabrics whose simulated all-to-all time must match the floor the
 //     NIC counters measure within 10% (the model routes the same bytes over
-//     the same links, mixnet's as its workers recorded them);
+//     the same links, mixnet's as its workers recorded them), and
+//     `mixnet-demo simulate` on its kept run dir predicting the same;
 //   - a MixNet-only run with continuous checksummed all-to-alls commits at
 //     least 100 planned reconfigurations with nothing lost;
 //   - the controller killed and restarted mid-run: nothing lost, a higher
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -154,24 +156,42 @@ TEST(DemoE2E, AllFabricsAccountingHolds) {
 // How close its times come to the measured ones (the +-15% target) is a
 // performance figure: the demo prints it beside each measurement, and it
 // holds only where the data plane runs its busiest link near its rate.
-const DemoRun& TinyRun() {
-  static const DemoRun run = [] {
+// The run dir is kept (--keep-dir) for `mixnet-demo simulate`, whose run
+// on it is kept beside the live one; then the dir goes.
+struct TinyRuns {
+  DemoRun live;
+  DemoRun replay;
+};
+const TinyRuns& TinyRunAndReplay() {
+  static const TinyRuns runs = [] {
     const std::string prefix = testing::UniquePrefix("demosim");
     const std::string args = absl::StrCat(
         "--json --no-progress --fabrics eps,oversub,static,mixnet,nonblocking --iterations 2 "
         "--hosts 4 "
         "--layers 2 --experts-per-host 2 --tokens 256 --token-bytes 8192 --seed 3 "
         "--drift-every 2 --attention-ms 5 --expert-ms 5 --head-ms 5 --expert-bwd-ms 5 "
-        "--attention-bwd-ms 5 --ocs-nics 2 --gbps 0.05 --leaf-hosts 2 --prefix ",
+        "--attention-bwd-ms 5 --ocs-nics 2 --gbps 0.05 --leaf-hosts 2 --switch-ms 40 --keep-dir "
+        "--prefix ",
         prefix, " --timeout-s 120");
-    DemoRun r = RunDemo(args, 300);
+    TinyRuns t;
+    t.live = RunDemo(args, 300);
     for (const char* p : {"ep", "ov", "st", "mi", "no"}) {
       (void)emulation::EmulatedFabric::DownPrefix(prefix + p);
     }
-    return r;
+    const std::string mark = "# --keep-dir: run dir ";
+    const size_t at = t.live.out.find(mark);
+    if (at != std::string::npos) {
+      const size_t from = at + mark.size();
+      const std::string dir = t.live.out.substr(from, t.live.out.find(' ', from) - from);
+      t.replay = RunDemo(absl::StrCat("simulate --json --run-dir ", dir), 60);
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+    return t;
   }();
-  return run;
+  return runs;
 }
+const DemoRun& TinyRun() { return TinyRunAndReplay().live; }
 
 std::map<std::string, nlohmann::json> TinyRunFabrics() {
   const DemoRun& r = TinyRun();
@@ -200,6 +220,45 @@ TEST(DemoE2E, SimulationPredictsTheFloorOfATinyRun) {
     const double floor = j["floor_ms"].get<double>();
     EXPECT_NEAR(sim, floor, 0.1 * floor) << f;
   }
+}
+
+// `mixnet-demo simulate` on the kept run dir predicts what the live demo
+// predicted (the same SimulatePhase on what the orchestrator wrote down:
+// config, spec, the workers' results with mixnet's recorded routing) and
+// reads back the same measurements. The run's switching time (40 ms) and
+// leaves (2 hosts each) are not the defaults, so a replay that missed them
+// would predict other mixnet and oversub times.
+TEST(DemoE2E, SimulateOnTheKeptRunDirPredictsAsTheLiveRunDid) {
+  MIXNET_SKIP_UNLESS_NETNS();
+  const std::map<std::string, nlohmann::json> live = TinyRunFabrics();
+  const DemoRun& replay = TinyRunAndReplay().replay;
+  ASSERT_EQ(replay.exit_code, 0) << replay.out << replay.err;
+  std::map<std::string, nlohmann::json> by;
+  for (const nlohmann::json& j : JsonLines(replay.out)) {
+    if (j.contains("fabric")) by[j["fabric"].get<std::string>()] = j;
+  }
+  for (const char* f : {"eps", "oversub", "static", "mixnet", "nonblocking"}) {
+    ASSERT_TRUE(by.count(f) && live.count(f)) << f << "\n" << replay.out;
+    const nlohmann::json& r = by.at(f);
+    const nlohmann::json& l = live.at(f);
+    ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+    for (const char* key :
+         {"iteration_ms", "alltoall_ms", "floor_ms", "simulated_ms", "simulated_alltoall_ms"}) {
+      const double want = l[key].get<double>();
+      EXPECT_NEAR(r[key].get<double>(), want, 1e-9 * want) << f << " " << key;
+    }
+    const double error = r["simulated_ms"].get<double>() / r["iteration_ms"].get<double>() - 1;
+    EXPECT_NEAR(r["error"].get<double>(), error, 1e-12) << f;
+  }
+}
+
+TEST(DemoE2E, SimulateOnAFolderWithoutPhasesExitsTwo) {
+  const std::string dir = absl::StrCat("/tmp/mixnet_demo_empty_run_", getpid());
+  std::filesystem::create_directories(dir);
+  const DemoRun r = RunDemo(absl::StrCat("simulate --run-dir ", dir), 20);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(absl::StrCat(dir, " holds no phase folder")), std::string::npos) << r.err;
 }
 
 TEST(DemoE2E, HundredReconfigurationsUnderChecksummedAlltoallNothingLost) {
