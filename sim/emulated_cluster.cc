@@ -114,6 +114,10 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
   if (!(fabric.wire_per_payload >= 1)) {
     return absl::InvalidArgumentError("emulation: fewer wire bytes than payload bytes");
   }
+  if (!(fabric.ack_per_payload >= 0 && fabric.ack_per_payload < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("emulation: ACK bytes per payload byte ", fabric.ack_per_payload));
+  }
   std::map<std::string, int> index;
   for (int h = 0; h < n; ++h) index[spec.hosts[h].name] = h;
   Links links(spec, fabric);
@@ -133,11 +137,33 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
       if (d == s || !(bytes > 0)) continue;
       for (const router::Path& p : table.PathsTo(spec.hosts[d].name)) {
         if (p.kind == router::PathKind::kIntraHost || !(p.weight > 0)) continue;
+        // The data's links, and per hop the links its ACKs take back.
         std::vector<int> ids;
-        auto nic = [&](int host, const std::string& name, bool tx) -> absl::Status {
+        std::vector<std::vector<int>> acks;
+        auto nic = [&](std::vector<int>& to, int host, const std::string& name,
+                       bool tx) -> absl::Status {
           ASSIGN_OR_RETURN(int id, links.Nic(host, name, tx));
-          ids.push_back(id);
+          to.push_back(id);
           return absl::OkStatus();
+        };
+        // One hop from `a`'s NIC `an` to `b`'s NIC `bn` (through the leaves'
+        // uplinks when it crosses them).
+        auto hop = [&](int a, const std::string& an, int b, const std::string& bn,
+                       bool eps) -> absl::Status {
+          const bool up = eps && links.Leaves() && links.Leaf(a) != links.Leaf(b);
+          RETURN_IF_ERROR(nic(ids, a, an, true));
+          if (up) {
+            ids.push_back(links.Uplink(links.Leaf(a), true));
+            ids.push_back(links.Uplink(links.Leaf(b), false));
+          }
+          RETURN_IF_ERROR(nic(ids, b, bn, false));
+          std::vector<int>& back = acks.emplace_back();
+          RETURN_IF_ERROR(nic(back, b, bn, true));
+          if (up) {
+            back.push_back(links.Uplink(links.Leaf(b), true));
+            back.push_back(links.Uplink(links.Leaf(a), false));
+          }
+          return nic(back, a, an, false);
         };
         if (p.kind == router::PathKind::kRelay) {
           auto r = index.find(p.relay_host);
@@ -145,23 +171,22 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
             return absl::InvalidArgumentError(
                 absl::StrCat("emulation: unknown relay host ", p.relay_host));
           }
-          RETURN_IF_ERROR(nic(s, p.local_nic, true));
-          RETURN_IF_ERROR(nic(r->second, p.remote_nic, false));
-          RETURN_IF_ERROR(nic(r->second, p.relay_nic, true));
-          RETURN_IF_ERROR(nic(d, p.peer_nic, false));
+          RETURN_IF_ERROR(hop(s, p.local_nic, r->second, p.remote_nic, false));
+          RETURN_IF_ERROR(hop(r->second, p.relay_nic, d, p.peer_nic, false));
         } else {
-          RETURN_IF_ERROR(nic(s, p.local_nic, true));
-          if (p.kind == router::PathKind::kEps && links.Leaves() &&
-              links.Leaf(s) != links.Leaf(d)) {
-            ids.push_back(links.Uplink(links.Leaf(s), true));
-            ids.push_back(links.Uplink(links.Leaf(d), false));
-          }
-          RETURN_IF_ERROR(nic(d, p.remote_nic, false));
+          RETURN_IF_ERROR(hop(s, p.local_nic, d, p.remote_nic, p.kind == router::PathKind::kEps));
         }
         const double f = bytes * p.weight * fabric.wire_per_payload;
         links.network().AddFlow(f, ids);
         carry(ids, f);
         ++out.flows;
+        if (fabric.ack_per_payload > 0) {
+          const double a = bytes * p.weight * fabric.ack_per_payload;
+          for (const std::vector<int>& back : acks) {
+            links.network().AddFlow(a, back);
+            carry(back, a);
+          }
+        }
       }
     }
   }

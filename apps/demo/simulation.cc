@@ -52,6 +52,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
   sim::EmulatedFabric fabric;
   fabric.burst_s = p.burst_ms / 1000;
   fabric.wire_per_payload = sim::kTcpFrameOverhead;  // the workers' transport is TCP
+  fabric.ack_per_payload = sim::kTcpAckPerPayload;
   if (p.kind == FabricKind::kOversub) {
     fabric.leaf_hosts = p.leaf_hosts;
     fabric.leaf_uplink_Bps = p.uplink_gbps * 1e9 / 8;

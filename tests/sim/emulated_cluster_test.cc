@@ -115,6 +115,44 @@ TEST(EmulatedCluster, RelaysAddATwoHopPathThroughAThirdHost) {
   EXPECT_NEAR(relayed->time_s, 0.1, 0.002);
 }
 
+// TCP's ACKs: each hop's receiver sends 66 bytes back per two 1448-byte
+// segments, over the hop's reverse links.
+TEST(EmulatedCluster, AcksLoadTheReverseLinksOfEveryHop) {
+  const EmulatedFabric tcp{.wire_per_payload = kTcpFrameOverhead,
+                           .ack_per_payload = kTcpAckPerPayload};
+  EXPECT_NEAR(kTcpAckPerPayload, 66.0 / 2896.0, 1e-15);
+  // Uniform over EPS: each eps0 sends 3 MB as frames and the ACKs of the
+  // 3 MB it receives, 3e6 x (1514 + 33) / 1448 bytes at 10 MB/s.
+  TrafficMatrix m(4);
+  for (int s = 0; s < 4; ++s)
+    for (int d = 0; d < 4; ++d) m.at(s, d) = s == d ? 0 : 1e6;
+  auto p = PredictAlltoall(Spec(), router::Topology{}, m, tcp, {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->time_s, 0.3 * 1547 / 1448, 1e-9);
+  EXPECT_NEAR(p->floor_s, 0.3 * 1547 / 1448, 1e-9);
+  EXPECT_EQ(p->flows, 12);  // data flows; the ACKs ride along
+  // One direction only: h0 -> h1 1 MB. The ACKs take h1's eps0 tx, which
+  // carries nothing else, so the data's 0.1 s x 1514 / 1448 stands.
+  TrafficMatrix one(4);
+  one.at(0, 1) = 1e6;
+  p = PredictAlltoall(Spec(), router::Topology{}, one, tcp, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->time_s, 0.1 * 1514 / 1448, 1e-9);
+  EXPECT_EQ(p->busiest, "h0/eps0 tx");
+  // A relay: h0 -> h2 through h1 over circuits h0.ocs0-h1.ocs0 and
+  // h1.ocs1-h2.ocs0, with h2 -> h0 sending as much back the same way (v2
+  // with relays, EPS and the two-hop path each taking half): every circuit
+  // direction carries half of one direction's data and the ACKs of half of
+  // the other's, 1e6 x (1514 + 33) / 1448 bytes, like each eps0 direction.
+  TrafficMatrix both(4);
+  both.at(0, 2) = 2e6;
+  both.at(2, 0) = 2e6;
+  router::Topology t{.epoch = 1, .circuits = {Circuit(0, 0, 1, 0), Circuit(1, 1, 2, 0)}};
+  p = PredictAlltoall(Spec(), t, both, tcp, {.version = 2, .relay = true, .demand = &both});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->time_s, 0.1 * 1547 / 1448, 0.002);
+}
+
 TEST(EmulatedCluster, BadInputsAreErrors) {
   TrafficMatrix small(3);
   EXPECT_EQ(PredictAlltoall(Spec(), router::Topology{}, small, {}, {}).status().code(),
@@ -124,6 +162,7 @@ TEST(EmulatedCluster, BadInputsAreErrors) {
   absl::Status v2 = PredictAlltoall(Spec(), {}, m, {}, {.version = 2}).status();
   EXPECT_THAT(std::string(v2.message()), HasSubstr("demand"));
   EXPECT_FALSE(PredictAlltoall(Spec(), {}, m, {.leaf_hosts = 2}, {}).ok());
+  EXPECT_FALSE(PredictAlltoall(Spec(), {}, m, {.ack_per_payload = -0.1}, {}).ok());
   router::Topology bad{.epoch = 1, .circuits = {Circuit(0, 0, 0, 1)}};  // a self-loop
   EXPECT_FALSE(PredictAlltoall(Spec(), bad, m, {}, {}).ok());
 }
