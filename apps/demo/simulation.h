@@ -3,12 +3,13 @@
 // each all-to-all of the step as sim/emulated_cluster.h carries it on the
 // phase's spec (its NICs' rates, the oversubscribed leaves' uplinks, the
 // circuits) with the routing the workers ran, every byte as TCP frames on
-// the wire. Static runs the spec's circuits (split by the mean matrix it was
-// planned from under router v2); mixnet replays, per all-to-all, the circuits
-// and the plan rank 0 recorded (PhaseResult::routing), and charges each new
-// epoch's switching less the compute window before the all-to-all (the
-// controller's round trips are not modelled); loopback runs have no link
-// rates. Main thread of the orchestrator.
+// the wire with their ACKs on the reverse links. Static runs the spec's
+// circuits (split by the mean matrix it was planned from under router v2);
+// mixnet replays, per all-to-all, the circuits and the plan rank 0 recorded
+// (PhaseResult::routing), and charges each new epoch's switching less the
+// compute window before the all-to-all (the controller's round trips are
+// not modelled); loopback runs have no link rates. Main thread of the
+// orchestrator, or of `mixnet-demo simulate` (replay.h).
 #pragma once
 
 #include <cstdint>
