@@ -31,7 +31,6 @@ absl::Status Replay(const std::string& dir, FabricKind kind, PhaseResult& r) {
   c.results_dir = dir + "/results";
   ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
   ASSIGN_OR_RETURN(Workload w, Workload::Create(c.workload));
-  r.fabric = c.fabric;
   RETURN_IF_ERROR(ReadResults(c, spec, c.uplink_gbps, r));
   SimulatePhase(SimulationOf(kind, c), spec, w, r);
   if (!r.simulated) return absl::FailedPreconditionError(r.simulated_why);
@@ -52,8 +51,8 @@ int RunSimulateCommand(const std::string& run_dir, bool json) {
     std::error_code ec;
     if (!std::filesystem::exists(dir + "/config.json", ec)) continue;
     PhaseResult r;
-    errors.push_back(Replay(dir, *ParseFabric(name), r));
     r.fabric = std::string(name);
+    errors.push_back(Replay(dir, *ParseFabric(name), r));
     phases.push_back(std::move(r));
   }
   if (phases.empty()) {
