@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -79,8 +80,10 @@ absl::StatusOr<std::vector<router::RouteTable>> EmulatedRouteTables(
   for (const cluster::HostSpec& h : spec.hosts) {
     absl::StatusOr<router::RouteTable> table =
         routing.version == 2
-            ? router::BuildRouteTableV2(spec, topology, h.name, *routing.demand,
-                                        router::RouterV2Options{.relay = routing.relay})
+            ? router::BuildRouteTableV2(
+                  spec, topology, h.name, *routing.demand,
+                  router::RouterV2Options{.relay = routing.relay,
+                                          .relay_chunk_bytes = routing.relay_chunk_bytes})
             : router::BuildRouteTable(spec, topology, h.name);
     if (!table.ok()) return Annotate(table.status(), "emulation");
     tables.push_back(*std::move(table));
@@ -130,6 +133,10 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
     }
   };
   EmulatedPrediction out;
+  // Relayed flows and their store-and-forward tails: the relay sends a
+  // chunk on once it has all of it, so the last chunk crosses the second hop
+  // after the flow's fluid end, alone on that hop's first link.
+  std::vector<std::pair<int, double>> tails;
   for (int s = 0; s < n; ++s) {
     const router::RouteTable& table = tables[s];
     for (int d = 0; d < n; ++d) {
@@ -177,8 +184,15 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
           RETURN_IF_ERROR(hop(s, p.local_nic, d, p.remote_nic, p.kind == router::PathKind::kEps));
         }
         const double f = bytes * p.weight * fabric.wire_per_payload;
-        links.network().AddFlow(f, ids);
+        const int flow = links.network().AddFlow(f, ids);
         carry(ids, f);
+        if (p.kind == router::PathKind::kRelay && fabric.relay_chunk_bytes > 0 && flow >= 0) {
+          ASSIGN_OR_RETURN(const int second, links.Nic(index.at(p.relay_host), p.relay_nic, true));
+          const double rate = links.network().capacity(second);
+          const double last = std::min(fabric.relay_chunk_bytes * fabric.wire_per_payload, f);
+          tails.emplace_back(flow,
+                             rate > 0 ? last / rate : std::numeric_limits<double>::infinity());
+        }
         ++out.flows;
         if (fabric.ack_per_payload > 0) {
           const double a = bytes * p.weight * fabric.ack_per_payload;
@@ -192,6 +206,7 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
   }
   const SolveResult r = SolveMaxMin(links.network());
   out.time_s = r.completion_s;
+  for (const auto& [flow, tail] : tails) out.time_s = std::max(out.time_s, r.finish_s[flow] + tail);
   for (size_t id = 0; id < carried.size(); ++id) {
     const double rate = links.network().capacity(static_cast<int>(id));
     if (!(rate > 0)) continue;

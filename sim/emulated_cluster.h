@@ -16,12 +16,14 @@
 // Bytes count as frames on the wire (`wire_per_payload`, headers included),
 // as the token buckets and the NIC counters of the demo's floor count them,
 // and every hop's ACKs load its reverse links (`ack_per_payload`), as flows
-// of their own. What it leaves out, and so where a measurement should be
-// slower: TCP's own dynamics (slow start, losses and retransmission timeouts at the token
-// buckets' queues), the collectives' per-message round trips, relays' store
-// and forward per chunk, and the CPUs that move every byte. The floor (the
-// busiest link-direction's bytes over its rate, less the bucket an idle link
-// sends at once) is the demo's accounting.h floor, from the routed bytes.
+// of their own. A relayed flow's last chunk crosses the second hop after the
+// flow's fluid end (store and forward, `relay_chunk_bytes`). What it leaves
+// out, and so where a measurement should be slower: TCP's own dynamics (slow
+// start, losses and retransmission timeouts at the token buckets' queues),
+// the collectives' per-message round trips, and the CPUs that move every
+// byte. The floor (the busiest link-direction's bytes over its rate, less the
+// bucket an idle link sends at once) is the demo's accounting.h floor, from
+// the routed bytes.
 // Pure computation; any thread.
 #pragma once
 
@@ -46,6 +48,10 @@ struct EmulatedFabric {
   // Bytes the receiver sends back per payload byte on every hop, over the
   // reverse links of the hop (TCP's ACKs): kTcpAckPerPayload, or 0.
   double ack_per_payload = 0;
+  // Router v2's relays store and forward this many payload bytes at a time
+  // (the workers' MIXNET_RELAY_CHUNK_BYTES): a relayed flow ends its last
+  // chunk's time on the second hop's link after its fluid end. 0: fluid.
+  double relay_chunk_bytes = 0;
 };
 
 // A full TCP segment on a 1500-byte MTU with timestamps (Linux's default)
@@ -63,6 +69,7 @@ struct EmulatedRouting {
   int version = 1;                        // router v1 or v2
   bool relay = false;                     // v2: two-hop relays allowed
   const TrafficMatrix* demand = nullptr;  // v2: the matrix the split is planned from
+  double relay_chunk_bytes = 0;           // v2: the workers' relay chunk (their routing's model)
 };
 
 struct EmulatedPrediction {

@@ -18,6 +18,7 @@
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/common/log.h"
 #include "runtime/common/metrics_exposer.h"
+#include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "runtime/control/controller.h"
 #include "runtime/control/controller_service.h"
@@ -40,6 +41,7 @@ struct Flags {
   double overlap_ms = 0;
   std::string router = "v2";
   std::string relay = "off";
+  int64_t relay_chunk_bytes = GetSettings().relay_chunk_bytes;
   std::string log_level;
   std::string metrics_listen;
   bool metrics_allow_remote = false;
@@ -67,6 +69,11 @@ absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
     return absl::InvalidArgumentError("--relay on needs --router v2");
   }
   o.relay = f.relay == "on";
+  if (f.relay_chunk_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--relay-chunk-bytes ", f.relay_chunk_bytes, ": need >= 4096"));
+  }
+  o.relay_chunk_bytes = static_cast<double>(f.relay_chunk_bytes);
   // The id is fixed here so that the switch drivers send it too.
   o.controller_id = absl::StrCat("ctl-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
   for (const std::string& arg : f.ocs) {
@@ -131,6 +138,10 @@ int Main(int argc, char** argv) {
                  "router v2: plans may relay a pair's bytes through a third host with circuits "
                  "to both; the workers forward them inside their collectives")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--relay-chunk-bytes", f.relay_chunk_bytes,
+                 "with --relay on: the workers' relay chunk (their MIXNET_RELAY_CHUNK_BYTES, "
+                 "default this process's): plans are scored with its store and forward")
       ->capture_default_str();
   app.add_option("--metrics-listen", f.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: ephemeral, the "

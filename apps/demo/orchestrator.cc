@@ -23,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
 #include "runtime/common/log.h"
+#include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "runtime/planner/cluster_planner.h"
 #include "sim/config.h"
@@ -119,6 +120,7 @@ absl::StatusOr<StaticPlan> StaticCircuits(const DemoOptions& o, const Workload& 
       o.planner == "greedy" ? planner::Algorithm::kGreedy : planner::Algorithm::kImproved;
   po.circuit_only = o.router == "v1";  // score the routing the workers run
   po.relay = o.router == "v2" && o.relay;
+  po.relay_chunk_bytes = static_cast<double>(GetSettings().relay_chunk_bytes);  // the workers'
   planner::DecideOptions decide;
   decide.switch_s = 0;
   ASSIGN_OR_RETURN(planner::ClusterDecision d,

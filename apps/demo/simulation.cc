@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "sim/emulated_cluster.h"
 
@@ -26,6 +27,7 @@ class TableCache {
       ASSIGN_OR_RETURN(demand, router::PlanDemand(spec_, r.plan));
       routing.version = 2;
       routing.relay = r.plan.relay;
+      routing.relay_chunk_bytes = static_cast<double>(GetSettings().relay_chunk_bytes);
       routing.demand = &demand;
     }
     router::Topology topology{.epoch = r.epoch, .circuits = r.circuits};
@@ -53,6 +55,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
   fabric.burst_s = p.burst_ms / 1000;
   fabric.wire_per_payload = sim::kTcpFrameOverhead;  // the workers' transport is TCP
   fabric.ack_per_payload = sim::kTcpAckPerPayload;
+  fabric.relay_chunk_bytes = static_cast<double>(GetSettings().relay_chunk_bytes);  // the workers'
   if (p.kind == FabricKind::kOversub) {
     fabric.leaf_hosts = p.leaf_hosts;
     fabric.leaf_uplink_Bps = p.uplink_gbps * 1e9 / 8;

@@ -105,7 +105,7 @@ DirectBound DirectLowerBound(const planner::Region& region, const planner::Fluid
           k[i] = std::min(left, cand[i].cap);
           int c = 0;
           for (int x = 0; x < m; ++x) {
-            if (k[x] > 0) links[c++] = CircuitLink{cand[x].id, k[x] * cand[x].Bps};
+            if (k[x] > 0) links[c++] = CircuitLink{cand[x].id, k[x] * cand[x].Bps, k[x]};
           }
           best = std::min(best, model.HostTime(h, links.data(), c));
           return;

@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--tcp-congestion", o.tcp_congestion,
                  "hosts' TCP congestion control (empty: inherit the machine's)")
       ->capture_default_str();
+  bool no_ssai = false;
+  app.add_flag("--no-slow-start-after-idle", no_ssai,
+               "hosts keep TCP windows across idle gaps (net.ipv4.tcp_slow_start_after_idle=0)");
   app.add_option("--prefix", o.prefix, "namespace prefix (default mxroute<pid>)");
   app.add_option("--case-timeout-s", o.case_timeout_s,
                  "deadline of one case's workers (0: from the model's prediction)")
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (worker->parsed()) return RunRouteWorker(config, rank);
+  o.slow_start_after_idle = !no_ssai;
   absl::StatusOr<std::vector<std::string>> list = ParseCaseList(cases);
   if (!list.ok()) {
     std::cerr << "mixnet_route_bench: " << list.status() << "\n";

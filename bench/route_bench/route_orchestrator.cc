@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -105,6 +106,7 @@ class Launcher {
     eo.burst_ms = o_.burst_ms;
     eo.queue_frames = o_.queue_frames;
     eo.tcp_congestion = o_.tcp_congestion;
+    eo.slow_start_after_idle = o_.slow_start_after_idle;
     const std::string prefix = o_.prefix.empty() ? absl::StrCat("mxroute", getpid()) : o_.prefix;
     ASSIGN_OR_RETURN(fabric_, emulation::EmulatedFabric::Up(spec_, prefix, eo));
     for (const cluster::HostSpec& h : spec_.hosts) {
@@ -197,8 +199,12 @@ class Launcher {
     const uint64_t payload = p.c.OffDiagonalBytes();
     ASSIGN_OR_RETURN(f.v1, Summarise(p.c.name, "v1", by_router["v1"], o_.warmup, hosts_, rates_,
                                      payload, p.plan.v1_model_s));
+    // A relayed byte crosses two hops: the wire factor is per hop.
+    const uint64_t v2_hops = payload + static_cast<uint64_t>(std::llround(p.plan.v2_relayed_bytes));
     ASSIGN_OR_RETURN(f.v2, Summarise(p.c.name, "v2", by_router["v2"], o_.warmup, hosts_, rates_,
-                                     payload, p.plan.v2_model_s));
+                                     v2_hops, p.plan.v2_model_s));
+    f.v1.simulated_ms = p.plan.v1_sim_s * 1e3;
+    f.v2.simulated_ms = p.plan.v2_sim_s * 1e3;
     return f;
   }
 

@@ -32,6 +32,8 @@ struct BenchOptions {
   double burst_ms = 1;
   int queue_frames = 400;
   std::string tcp_congestion = "cubic";
+  // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace.
+  bool slow_start_after_idle = true;
   int case_timeout_s = 0;  // 0: from the model's prediction
   bool keep_dir = false;   // keep the run folder (worker configs and records)
 };

@@ -4,11 +4,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "runtime/planner/cluster_planner.h"
 #include "runtime/planner/fluid_model.h"
 #include "runtime/planner/routing.h"
 #include "runtime/router/route_table_v2.h"
+#include "sim/emulated_cluster.h"
 
 namespace mixnet::bench {
 
@@ -34,6 +36,10 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
   planner::PlannerOptions po;
   po.algorithm = planner::Algorithm::kImproved;
   po.relay = relay;
+  // The workers' relay chunk (they read the same environment): its store and
+  // forward is in the model.
+  const double chunk = static_cast<double>(GetSettings().relay_chunk_bytes);
+  po.relay_chunk_bytes = chunk;
   ASSIGN_OR_RETURN(const planner::RegionPlan plan, planner::PlanRegion(region, demand, {}, po));
   CasePlan out;
   for (const planner::PlannedCircuit& c : plan.circuits) out.circuits.push_back(region.ToSpec(c));
@@ -44,9 +50,36 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
   out.lower_bound_s = model.LowerBound(region.ocs_Bps());
   const router::Topology topology{.epoch = 1, .circuits = out.circuits};
   ASSIGN_OR_RETURN(const router::RouteTable table,
-                   router::BuildRouteTableV2(spec, topology, spec.hosts[0].name, demand,
-                                             router::RouterV2Options{.relay = relay}));
+                   router::BuildRouteTableV2(
+                       spec, topology, spec.hosts[0].name, demand,
+                       router::RouterV2Options{.relay = relay, .relay_chunk_bytes = chunk}));
   out.v2_model_s = table.predicted_completion_s();
+
+  sim::EmulatedFabric fabric;
+  fabric.wire_per_payload = sim::kTcpFrameOverhead;  // the workers' transport is TCP
+  fabric.ack_per_payload = sim::kTcpAckPerPayload;
+  fabric.relay_chunk_bytes = chunk;
+  ASSIGN_OR_RETURN(const sim::EmulatedPrediction v1,
+                   sim::PredictAlltoall(spec, topology, demand, fabric, {.version = 1}));
+  const sim::EmulatedRouting v2_routing{
+      .version = 2, .relay = relay, .demand = &demand, .relay_chunk_bytes = chunk};
+  ASSIGN_OR_RETURN(const sim::EmulatedPrediction v2,
+                   sim::PredictAlltoall(spec, topology, demand, fabric, v2_routing));
+  out.v1_sim_s = v1.time_s;
+  out.v2_sim_s = v2.time_s;
+  // The bytes v2's relays carry a second time (every host's table).
+  ASSIGN_OR_RETURN(const std::vector<router::RouteTable> tables,
+                   sim::EmulatedRouteTables(spec, topology, v2_routing));
+  for (size_t s = 0; s < tables.size(); ++s) {
+    for (size_t d = 0; d < tables.size(); ++d) {
+      if (s == d) continue;
+      for (const router::Path& p : tables[s].PathsTo(spec.hosts[d].name)) {
+        if (p.kind == router::PathKind::kRelay) {
+          out.v2_relayed_bytes += demand.at(static_cast<int>(s), static_cast<int>(d)) * p.weight;
+        }
+      }
+    }
+  }
   return out;
 }
 

@@ -23,6 +23,14 @@ struct CasePlan {
   double v1_model_s = 0;     // fluid completion under router v1
   double v2_model_s = 0;     // fluid completion under router v2
   double lower_bound_s = 0;  // FluidModel::LowerBound: no topology or routing beats it
+  // sim::PredictAlltoall of each router's tables on the circuits: the flows
+  // max-min fair (as TCP shares a link), TCP's frames and ACKs, relays'
+  // store and forward; the emulated cluster as the demo's simulator sees it.
+  double v1_sim_s = 0;
+  double v2_sim_s = 0;
+  // Payload bytes v2's relays forward (the second hop of every relayed
+  // byte), from every host's table: they cross the NICs twice.
+  double v2_relayed_bytes = 0;
 };
 
 // `spec` holds one region of all its hosts (in spec order, the order of

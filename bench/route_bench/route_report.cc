@@ -15,6 +15,7 @@ nlohmann::ordered_json RowJson(const CaseFigures& c, const RouterFigures& f, con
                               {"router", f.router},
                               {"measured_ms", f.measured_ms},
                               {"predicted_ms", f.predicted_ms},
+                              {"simulated_ms", f.simulated_ms},
                               {"floor_ms", f.floor_ms},
                               {"utilisation", f.utilisation},
                               {"busiest", f.busiest},
@@ -45,14 +46,18 @@ void PrintPreamble(const RunInfo& i, bool json, std::ostream& out) {
       "# mixnet_route_bench: router v1 vs v2 on the emulated cluster: %d hosts, 1 EPS + %d OCS "
       "NICs each at %g Gbit/s,\n# %.2f MiB per host per all-to-all, %d warm-up + %d timed "
       "iterations per router (median), relays %s.\n"
-      "# measured: slowest rank's alltoallv; predicted: fluid model x wire bytes/payload; floor: "
-      "busiest link's bytes / rate;\n# util: floor / measured (link-bound at >= %s); idle: the "
+      "# measured: slowest rank's alltoallv; predicted: fluid model x wire bytes/payload; "
+      "simulated: the\n# simulator's emulation mode (max-min flows, frames, ACKs, relays' store "
+      "and "
+      "forward); floor: busiest link's bytes / rate;\n# util: floor / measured (link-bound at >= "
+      "%s); idle: the "
       "CPUs' idle share during the all-to-alls.\n",
       i.hosts, i.ocs_nics, i.gbps, i.bytes_per_host / (1 << 20), i.warmup, i.iters,
       i.relay ? "on" : "off", Pct(demo::kLinkBound));
-  out << absl::StrFormat("%-13s %4s %-3s %10s %17s %10s %6s %9s %5s %-14s %7s %5s %6s\n", "case",
-                         "circ", "rtr", "measured", "(min..max)", "predicted", "m/p", "floor",
-                         "util", "busiest", "retrans", "idle", "v2/v1");
+  out << absl::StrFormat("%-13s %4s %-3s %10s %17s %10s %6s %10s %6s %9s %5s %-14s %7s %5s %6s\n",
+                         "case", "circ", "rtr", "measured", "(min..max)", "predicted", "m/p",
+                         "simulated", "m/s", "floor", "util", "busiest", "retrans", "idle",
+                         "v2/v1");
   out.flush();
 }
 
@@ -66,11 +71,12 @@ void PrintCase(const CaseFigures& c, const RunInfo& info, bool json, std::ostrea
     const std::string range =
         absl::StrFormat("(%.0f..%.0f)", f->measured_min_ms, f->measured_max_ms);
     out << absl::StrFormat(
-        "%-13s %4s %-3s %10.1f %17s %10.1f %6.2f %9.1f %5s %-14s %7d %5s %6s\n",
+        "%-13s %4s %-3s %10.1f %17s %10.1f %6.2f %10.1f %6.2f %9.1f %5s %-14s %7d %5s %6s\n",
         first ? c.case_name : "", first ? absl::StrCat(c.circuits) : "", f->router, f->measured_ms,
         range, f->predicted_ms, f->predicted_ms > 0 ? f->measured_ms / f->predicted_ms : 0.0,
-        f->floor_ms, Pct(f->utilisation), f->busiest, f->retransmits,
-        f->cpu_idle < 0 ? "?" : Pct(f->cpu_idle), first ? "" : absl::StrFormat("%.2f", c.ratio()));
+        f->simulated_ms, f->simulated_ms > 0 ? f->measured_ms / f->simulated_ms : 0.0, f->floor_ms,
+        Pct(f->utilisation), f->busiest, f->retransmits, f->cpu_idle < 0 ? "?" : Pct(f->cpu_idle),
+        first ? "" : absl::StrFormat("%.2f", c.ratio()));
   }
   out.flush();
 }

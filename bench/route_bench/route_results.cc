@@ -65,7 +65,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
                                         const std::vector<RankRecord>& records, int warmup,
                                         const std::vector<std::string>& hosts,
                                         const std::map<std::string, LinkRate>& rates,
-                                        uint64_t payload_bytes, double model_s) {
+                                        uint64_t hop_bytes, double model_s) {
   const std::string what = absl::StrCat("case ", case_name, " router ", router);
   // Per timed iteration: each rank's record.
   std::map<int, std::map<int, const RankRecord*>> by_iter;
@@ -110,7 +110,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
       }
     }
     x.bound = demo::BoundPhase(links, x.ms);
-    x.wire = payload_bytes > 0 ? static_cast<double>(tx) / static_cast<double>(payload_bytes) : 0;
+    x.wire = hop_bytes > 0 ? static_cast<double>(tx) / static_cast<double>(hop_bytes) : 0;
     iters.push_back(std::move(x));
   }
   std::vector<double> ms, floors, utils, wires;

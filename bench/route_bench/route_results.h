@@ -49,12 +49,17 @@ struct RouterFigures {
   int iterations = 0;      // timed
   double measured_ms = 0;  // median over timed iterations
   double measured_min_ms = 0, measured_max_ms = 0;
-  double floor_ms = 0;       // median of the iterations' floors
-  double utilisation = 0;    // median of the iterations' floor / time
-  std::string busiest;       // busiest link-direction of the median iteration
-  double model_ms = 0;       // fluid model, payload bytes
-  double wire_factor = 0;    // median of NIC tx bytes / payload
-  double predicted_ms = 0;   // model_ms x wire_factor
+  double floor_ms = 0;     // median of the iterations' floors
+  double utilisation = 0;  // median of the iterations' floor / time
+  std::string busiest;     // busiest link-direction of the median iteration
+  double model_ms = 0;     // fluid model, payload bytes
+  // Median of NIC tx bytes / the payload bytes the hops carry (a relayed byte
+  // counts once per hop): frames and ACKs per payload byte on a link.
+  double wire_factor = 0;
+  double predicted_ms = 0;  // model_ms x wire_factor
+  // The simulator's emulation mode (sim/emulated_cluster.h): the routed flows
+  // max-min fair over the links, frames, ACKs and relays' store and forward.
+  double simulated_ms = 0;
   uint64_t retransmits = 0;  // all ranks, timed iterations
   uint64_t bytes_bad = 0;    // all ranks, all iterations
   double cpu_idle = -1;      // idle share of all CPUs over the timed all-to-alls (-1: unknown)
@@ -63,12 +68,14 @@ struct RouterFigures {
 // `records`: every rank's records of one router (warm-up included; those
 // with iteration < warmup are left out of the figures). `hosts[rank]` names
 // the host of each rank for the link names. DataLoss when a rank lacks a
-// timed iteration another has, or no iteration is timed.
+// timed iteration another has, or no iteration is timed. `hop_bytes`: the
+// payload bytes the links carry, relayed bytes twice (the model's time is
+// the payload's; the links carry frames and ACKs besides).
 absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std::string& router,
                                         const std::vector<RankRecord>& records, int warmup,
                                         const std::vector<std::string>& hosts,
                                         const std::map<std::string, LinkRate>& rates,
-                                        uint64_t payload_bytes, double model_s);
+                                        uint64_t hop_bytes, double model_s);
 
 // The lower median (a value that was measured); 0 for none.
 double LowerMedian(std::vector<double> v);

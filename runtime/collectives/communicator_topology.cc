@@ -283,7 +283,9 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
   absl::StatusOr<TrafficMatrix> demand = router::PlanDemand(spec_, plan);
   if (!demand.ok()) return Annotate(demand.status(), what);
   absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
-      spec_, topology, host_, *demand, router::RouterV2Options{.relay = plan.relay});
+      spec_, topology, host_, *demand,
+      router::RouterV2Options{.relay = plan.relay,
+                              .relay_chunk_bytes = static_cast<double>(relay_chunk_bytes_)});
   if (!table.ok()) return Annotate(table.status(), what);
   // Ranks per host, for relay hosts.
   std::map<std::string, std::vector<int>> ranks_on;

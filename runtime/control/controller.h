@@ -70,6 +70,9 @@ struct ControllerOptions {
   // with circuits to both (two hops, alltoall_relay.cc); the plan's Routing
   // says so, and the workers then forward inside their collectives.
   bool relay = false;
+  // With `relay`: the workers' relay chunk (their MIXNET_RELAY_CHUNK_BYTES),
+  // whose store and forward the plans' scores include (planner/routing.h).
+  double relay_chunk_bytes = 256 << 10;
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 

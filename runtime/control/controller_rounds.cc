@@ -172,6 +172,7 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   po.algorithm = opt_.algorithm;
   po.circuit_only = opt_.router == "v1";  // score the routing the workers run
   po.relay = opt_.router == "v2" && opt_.relay;
+  po.relay_chunk_bytes = opt_.relay_chunk_bytes;
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;

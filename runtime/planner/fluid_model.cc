@@ -64,10 +64,11 @@ Adjacency MakeAdjacency(int hosts, const std::vector<UndirectedCircuit>& circuit
     for (CircuitLink& l : adj[from]) {
       if (l.peer == to) {
         l.Bps += Bps;
+        ++l.circuits;
         return;
       }
     }
-    adj[from].push_back({to, Bps});
+    adj[from].push_back({to, Bps, 1});
   };
   for (const UndirectedCircuit& c : circuits) {
     if (c.a == c.b || c.a < 0 || c.b < 0 || c.a >= hosts || c.b >= hosts) continue;

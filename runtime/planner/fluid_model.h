@@ -40,10 +40,12 @@ namespace mixnet::planner {
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // The circuits of one host towards one peer, aggregated: `Bps` is the sum of
-// their rates per direction.
+// the rates of `circuits` circuits per direction (the count matters only to
+// relays' store and forward, routing.h: a chunk crosses one circuit).
 struct CircuitLink {
   int peer = 0;
   double Bps = 0;
+  int circuits = 1;
 };
 
 // Circuits per host, aggregated per peer; adjacency[h] lists h's peers once.

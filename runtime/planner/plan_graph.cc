@@ -60,10 +60,11 @@ void PlanGraph::Bump(int a, int b) {
       links.erase(links.begin() + static_cast<long>(i));
     } else {
       links[i].Bps = c * rate_[a * n_ + b];
+      links[i].circuits = c;
     }
     return;
   }
-  if (c > 0) links.push_back({b, c * rate_[a * n_ + b]});
+  if (c > 0) links.push_back({b, c * rate_[a * n_ + b], c});
 }
 
 void PlanGraph::Add(int a, int b, int s) {
@@ -123,9 +124,9 @@ double TimeWith(const FluidModel& model, const PlanGraph& g, int h, int add, int
       added = true;
     }
     if (l.peer == remove) --c;
-    buf[k++] = CircuitLink{l.peer, c * g.circuit_Bps(h, l.peer)};
+    buf[k++] = CircuitLink{l.peer, c * g.circuit_Bps(h, l.peer), c};
   }
-  if (!added) buf[k++] = CircuitLink{add, g.circuit_Bps(h, add)};
+  if (!added) buf[k++] = CircuitLink{add, g.circuit_Bps(h, add), 1};
   return model.HostTime(h, buf, k);
 }
 

@@ -193,15 +193,18 @@ absl::Status Region::ValidateDemand(const TrafficMatrix& demand) const {
 
 namespace {
 
-double ScoreAdjacency(const FluidModel& model, const Adjacency& adj, bool relay) {
+double ScoreAdjacency(const FluidModel& model, const Adjacency& adj, bool relay,
+                      double relay_chunk_bytes = 0) {
   if (!relay) return model.Completion(adj);
-  return OptimiseRouting(model, adj, RoutingOptions{.relay = true}).completion_s;
+  return OptimiseRouting(model, adj,
+                         RoutingOptions{.relay = true, .relay_chunk_bytes = relay_chunk_bytes})
+      .completion_s;
 }
 
 double ScoreAdjacency(const FluidModel& model, const Adjacency& adj,
                       const PlannerOptions& options) {
   if (options.circuit_only) return CircuitOnlyRouting(model, adj).completion_s;
-  return ScoreAdjacency(model, adj, options.relay);
+  return ScoreAdjacency(model, adj, options.relay, options.relay_chunk_bytes);
 }
 
 }  // namespace

@@ -122,6 +122,9 @@ struct PlannerOptions {
   // Slower (a binary search per score); the planner's inner loops always use
   // the exact direct model.
   bool relay = false;
+  // With `relay`: the workers' relay chunk (MIXNET_RELAY_CHUNK_BYTES), the
+  // relays' store and forward in the score (routing.h); 0: fluid relays.
+  double relay_chunk_bytes = 0;
   // Score plans with the routing of router v1 instead (routing.h,
   // CircuitOnlyRouting: a pair's bytes over its circuits if it has any, else
   // over EPS), for a controller whose workers run v1; overrides `relay`.

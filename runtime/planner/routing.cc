@@ -20,6 +20,18 @@ std::vector<double> DenseCaps(int n, const Adjacency& adjacency) {
   return cap;
 }
 
+// Dense per-direction circuit count, count[i * n + j].
+std::vector<int> DenseCounts(int n, const Adjacency& adjacency) {
+  std::vector<int> count(static_cast<size_t>(n) * n, 0);
+  for (int i = 0; i < n && i < static_cast<int>(adjacency.size()); ++i) {
+    for (const CircuitLink& l : adjacency[i]) {
+      if (l.peer >= 0 && l.peer < n && l.peer != i)
+        count[static_cast<size_t>(i) * n + l.peer] += std::max(1, l.circuits);
+    }
+  }
+  return count;
+}
+
 RegionRouting DirectRouting(const FluidModel& model, const std::vector<double>& cap, double t) {
   const int n = model.hosts();
   RegionRouting r;
@@ -115,7 +127,7 @@ bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<
 }  // namespace
 
 double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
-                       const RegionRouting& routing) {
+                       const RegionRouting& routing, double relay_chunk_bytes) {
   const int n = model.hosts();
   const std::vector<double> cap = DenseCaps(n, adjacency);
   std::vector<double> load(static_cast<size_t>(n) * n, 0);
@@ -142,6 +154,24 @@ double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
   for (int h = 0; h < n; ++h) {
     t = std::max(t, ratio(eps_out[h], model.eps_Bps(h)));
     t = std::max(t, ratio(eps_in[h], model.eps_Bps(h)));
+  }
+  if (relay_chunk_bytes > 0) {
+    // Store and forward: the last chunk crosses the second hop (one of its
+    // circuits) after the first hop has carried everything it carries.
+    const std::vector<int> count = DenseCounts(n, adjacency);
+    for (int i = 0; i < n && i < routing.hosts; ++i) {
+      for (int j = 0; j < n && j < routing.hosts; ++j) {
+        if (i == j) continue;
+        for (const auto& [k, bytes] : routing.at(i, j).relay) {
+          if (bytes <= 0) continue;
+          const size_t ik = static_cast<size_t>(i) * n + k;
+          const size_t kj = static_cast<size_t>(k) * n + j;
+          const double one_circuit = count[kj] > 0 ? cap[kj] / count[kj] : 0;
+          t = std::max(
+              t, ratio(load[ik], cap[ik]) + ratio(std::min(relay_chunk_bytes, bytes), one_circuit));
+        }
+      }
+    }
   }
   return t;
 }
@@ -179,6 +209,7 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
     for (int i = 0; i < 60 && !have; ++i) {
       if (TryTarget(model, adjacency, cap, t, trial)) {
         found = std::move(trial);
+        found.completion_s = EvaluateRouting(model, adjacency, found, options.relay_chunk_bytes);
         have = true;
         hi = t;
       } else {
@@ -189,11 +220,14 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
     if (!have) return best;
   }
   if (lo >= hi * (1 - 1e-9) && !have) return best;
+  // A smaller target relays more; with store and forward that need not finish
+  // sooner, so the feasible routing kept is the one that evaluates best.
   for (int step = 0; step < options.search_steps; ++step) {
     const double mid = 0.5 * (lo + hi);
     if (TryTarget(model, adjacency, cap, mid, trial)) {
       hi = mid;
-      found = std::move(trial);
+      trial.completion_s = EvaluateRouting(model, adjacency, trial, options.relay_chunk_bytes);
+      if (!have || trial.completion_s < found.completion_s) found = std::move(trial);
       have = true;
     } else {
       lo = mid;
@@ -201,7 +235,40 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
     if (hi - lo <= 1e-4 * hi) break;
   }
   if (!have) return best;
-  found.completion_s = EvaluateRouting(model, adjacency, found);
+  if (options.relay_chunk_bytes > 0 && std::isfinite(best.completion_s) &&
+      found.completion_s > hi * (1 + 1e-9)) {
+    // The tails bind: a larger target relays less and shortens them. Every
+    // target from `hi` up is feasible; golden-section search between `hi` and
+    // direct routing's time for the best evaluated routing.
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double a = hi;
+    double b = best.completion_s;
+    auto eval = [&](double t) {
+      if (!TryTarget(model, adjacency, cap, t, trial)) return kInfinity;
+      trial.completion_s = EvaluateRouting(model, adjacency, trial, options.relay_chunk_bytes);
+      if (trial.completion_s < found.completion_s) found = trial;
+      return trial.completion_s;
+    };
+    double x1 = b - g * (b - a);
+    double x2 = a + g * (b - a);
+    double f1 = eval(x1);
+    double f2 = eval(x2);
+    for (int step = 0; step < options.search_steps && b - a > 1e-4 * b; ++step) {
+      if (f1 <= f2) {
+        b = x2;
+        x2 = x1;
+        f2 = f1;
+        x1 = b - g * (b - a);
+        f1 = eval(x1);
+      } else {
+        a = x1;
+        x1 = x2;
+        f1 = f2;
+        x2 = a + g * (b - a);
+        f2 = eval(x2);
+      }
+    }
+  }
   if (found.completion_s < best.completion_s) return found;
   return best;
 }

@@ -13,8 +13,19 @@
 //     moves EPS bytes of its pairs (i, j) onto relays i -> k -> j with spare on
 //     both circuits, as much as the excess, until no excess remains (the
 //     target is feasible) or no relay has spare (it is not).
-//  3. The routing of the smallest feasible target is kept only if its
-//     evaluated completion time (EvaluateRouting) beats T0.
+//  3. With store and forward (below) a smaller target relays more but need
+//     not finish sooner: when the tails bind, a golden-section search over
+//     targets between the smallest feasible one and T0 finds the best
+//     evaluated routing. It is kept only if its evaluated completion time
+//     (EvaluateRouting, store and forward included) beats T0.
+// Relays store and forward (runtime/collectives/alltoall_relay.cc): the relay
+// receives a whole chunk (`relay_chunk_bytes`, MIXNET_RELAY_CHUNK_BYTES)
+// before it sends it on, one chunk on one circuit. So the last chunk of a
+// relayed piece still has to cross the second hop once the first hop has
+// carried it, and a relay route i -> k -> j of b bytes finishes no earlier
+// than load(i, k) / c(i, k) + min(chunk, b) / (one circuit of (k, j)): the
+// first hop's time in the fluid model, then the last chunk alone on one
+// circuit. With chunk 0 the relays are fluid (no such tail).
 // So the result is never slower than direct routing, which is never slower
 // than "circuits if any, else EPS" (the paper) or EPS only.
 #pragma once
@@ -53,6 +64,9 @@ struct RegionRouting {
 struct RoutingOptions {
   bool relay = true;      // allow two-hop relays over circuits
   int search_steps = 24;  // binary-search steps on the target time
+  // The relays' unit of store and forward, bytes (the origin's
+  // MIXNET_RELAY_CHUNK_BYTES); 0: fluid relays.
+  double relay_chunk_bytes = 0;
 };
 
 // The routing with the smallest completion time found (see the algorithm above).
@@ -66,9 +80,10 @@ RegionRouting EpsOnlyRouting(const FluidModel& model);
 
 // The completion time of a given routing: the largest load / capacity over
 // every circuit direction (direct bytes, plus both hops of every relay through
-// it) and every host's EPS egress and ingress. Infinity when bytes use a path
-// of capacity 0.
+// it) and every host's EPS egress and ingress, and, with relay_chunk_bytes > 0,
+// every relay route's first-hop time plus its last chunk's second hop (see
+// above). Infinity when bytes use a path of capacity 0.
 double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
-                       const RegionRouting& routing);
+                       const RegionRouting& routing, double relay_chunk_bytes = 0);
 
 }  // namespace mixnet::planner

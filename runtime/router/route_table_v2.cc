@@ -189,8 +189,10 @@ absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topo
 
   const planner::FluidModel model(sub, eps);
   const planner::Adjacency adj = planner::MakeAdjacency(n, circuits);
-  const planner::RegionRouting routing =
-      planner::OptimiseRouting(model, adj, planner::RoutingOptions{.relay = options.relay});
+  const planner::RegionRouting routing = planner::OptimiseRouting(
+      model, adj,
+      planner::RoutingOptions{.relay = options.relay,
+                              .relay_chunk_bytes = options.relay_chunk_bytes});
   table.predicted_completion_s_ = routing.completion_s;
 
   for (int j = 0; j < n; ++j) {

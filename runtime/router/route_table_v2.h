@@ -30,6 +30,10 @@ namespace mixnet::router {
 
 struct RouterV2Options {
   bool relay = true;  // allow kRelay paths
+  // This host's relay chunk (MIXNET_RELAY_CHUNK_BYTES: the origin's rules),
+  // for the relays' store and forward in the model (planner/routing.h); 0:
+  // fluid relays.
+  double relay_chunk_bytes = 0;
 };
 
 // A controller's routing for one plan (mixnet.control.v1.Routing): the

@@ -56,13 +56,15 @@ TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
   ASSERT_EQ(rows.size(), 4u) << r.out;
   std::set<std::string> seen;
   for (const nlohmann::json& j : rows) {
-    for (const char* k : {"case", "router", "measured_ms", "predicted_ms", "floor_ms",
-                          "utilisation", "busiest", "link_bound", "wire_factor", "circuits"}) {
+    for (const char* k :
+         {"case", "router", "measured_ms", "predicted_ms", "simulated_ms", "floor_ms",
+          "utilisation", "busiest", "link_bound", "wire_factor", "circuits"}) {
       ASSERT_TRUE(j.contains(k)) << "no '" << k << "' in " << j.dump();
     }
     EXPECT_GT(j["measured_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["floor_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["predicted_ms"].get<double>(), 0) << j.dump();
+    EXPECT_GT(j["simulated_ms"].get<double>(), 0) << j.dump();
     EXPECT_LE(j["floor_ms"].get<double>(), j["measured_ms"].get<double>() * 1.05) << j.dump();
     EXPECT_EQ(j.value("bytes_bad", 1), 0) << j.dump();
     seen.insert(j["case"].get<std::string>() + "/" + j["router"].get<std::string>());

@@ -88,6 +88,11 @@ TEST(RouteBenchPlan, PartnerPairsGetCircuitsAndV2SplitsOverEps) {
   EXPECT_NEAR(p->v1_model_s, 1.0, 1e-6);
   EXPECT_NEAR(p->v2_model_s, 0.5, 1e-3);
   EXPECT_NEAR(p->lower_bound_s, 0.5, 1e-6);
+  // The simulator's figures: each link direction carries one direction's
+  // frames and the other's ACKs, (1514 + 33) / 1448 bytes per payload byte.
+  EXPECT_NEAR(p->v1_sim_s, 1.0 * 1547 / 1448, 1e-6);
+  EXPECT_NEAR(p->v2_sim_s, 0.5 * 1547 / 1448, 1e-3);
+  EXPECT_EQ(p->v2_relayed_bytes, 0);
 }
 
 RankRecord Rec(int rank, int it, double ms, uint64_t rx, uint64_t tx) {

@@ -64,9 +64,12 @@ router::RoutingPlan Plan(int hosts, const std::function<double(int, int)>& bytes
 // The line's plan: D each way between h0 and h2, nothing else. Hand-worked
 // (fluid model): h0 -> h2 can go over EPS (E = 1 Gbit/s, h0's and h2's EPS
 // NICs carry nothing else) and through h1 (both hops at c = 2 Gbit/s, no
-// other traffic on them), so the completion time is T = D / (E + c) and the
-// relay carries T c = 2/3 of D, EPS 1/3; the same for h2 -> h0 over the
-// circuits' other directions.
+// other traffic on them). The relay stores and forwards chunks of q = 256 KiB
+// (the default MIXNET_RELAY_CHUNK_BYTES), so relaying x bytes takes
+// x / c + q / c, and the best split has (D - x) / E = (x + q) / c:
+// x = (c D - E q) / (E + c). For D = 3 MiB: x = (6 - 0.25) / 3 MiB = 23/12 MiB,
+// a share of 23/36 (fluid relays would give 2/3); the same for h2 -> h0 over
+// the circuits' other directions.
 router::RoutingPlan LinePlan(double d) {
   return Plan(3, [&](int i, int j) { return (i == 0 && j == 2) || (i == 2 && j == 0) ? d : 0.0; });
 }
@@ -96,10 +99,10 @@ TEST(Relay, ALineRelaysThePlansShareThroughTheMiddleHost) {
     const PeerRouting& r = routing[origin];
     ASSERT_EQ(r.relays.size(), 1u) << "rank " << origin;
     EXPECT_EQ(r.relays[0].rank, 1) << "rank " << origin;
-    EXPECT_NEAR(r.relays[0].share, 2.0 / 3.0, 2e-3) << "rank " << origin;
-    EXPECT_NEAR(r.eps_share, 1.0 / 3.0, 2e-3) << "rank " << origin;
-    // Three calls of 2/3 x 3 MiB = 2 MiB each (within a page of rounding).
-    EXPECT_NEAR(static_cast<double>(c[origin].relay_sent), 6.0 * kMiB, 3 * 4096.0)
+    EXPECT_NEAR(r.relays[0].share, 23.0 / 36.0, 2e-3) << "rank " << origin;
+    EXPECT_NEAR(r.eps_share, 13.0 / 36.0, 2e-3) << "rank " << origin;
+    // Three calls of 23/12 MiB each (within a page of rounding).
+    EXPECT_NEAR(static_cast<double>(c[origin].relay_sent), 3 * 23.0 / 12.0 * kMiB, 3 * 4096.0)
         << "rank " << origin;
     EXPECT_EQ(c[origin].forwarded, 0u) << "rank " << origin;
   }
@@ -123,7 +126,7 @@ TEST(Relay, V1RanksForwardForV2Origins) {
     return Barrier(*comm);
   });
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
-  EXPECT_NEAR(static_cast<double>(c[0].relay_sent), 2.0 * kMiB, 4096.0);
+  EXPECT_NEAR(static_cast<double>(c[0].relay_sent), 23.0 / 12.0 * kMiB, 4096.0);  // as above
   EXPECT_EQ(c[2].relay_sent, 0u) << "a v1 rank relayed";
   EXPECT_EQ(c[1].forwarded, c[0].relay_sent);
 }

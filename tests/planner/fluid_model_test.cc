@@ -167,6 +167,61 @@ TEST(RoutingTest, BaselinesAndEvaluation) {
   EXPECT_DOUBLE_EQ(best.at(0, 1).eps, 10);
 }
 
+TEST(RoutingTest, MakeAdjacencyCountsCircuits) {
+  Adjacency adj = MakeAdjacency(3, {{0, 1, 10}, {1, 2, 10}, {2, 1, 10}});
+  ASSERT_EQ(adj[1].size(), 2u);
+  for (const CircuitLink& l : adj[1]) {
+    EXPECT_EQ(l.circuits, l.peer == 2 ? 2 : 1) << "peer " << l.peer;
+    EXPECT_DOUBLE_EQ(l.Bps, l.peer == 2 ? 20 : 10);
+  }
+}
+
+// Relays store and forward whole chunks (routing.h): A sends C 1000 bytes
+// through B over circuits A-B (100 B/s) and B-C (two circuits of 100 B/s).
+// Hop A -> B takes 10 s; the last chunk then crosses one B -> C circuit.
+TEST(RoutingTest, StoreAndForwardAddsTheLastChunkOnTheSecondHop) {
+  TrafficMatrix m(3);
+  m.at(0, 2) = 1000;
+  FluidModel model(m, {0, 0, 0});
+  Adjacency adj = MakeAdjacency(3, {{0, 1, 100}, {1, 2, 100}, {1, 2, 100}});
+  RegionRouting r;
+  r.hosts = 3;
+  r.pairs.resize(9);
+  r.at(0, 2).relay = {{1, 1000}};
+  EXPECT_DOUBLE_EQ(EvaluateRouting(model, adj, r), 10);         // fluid
+  EXPECT_DOUBLE_EQ(EvaluateRouting(model, adj, r, 250), 12.5);  // 10 + 250 / 100
+  EXPECT_DOUBLE_EQ(EvaluateRouting(model, adj, r, 4000), 20);   // one chunk: 10 + 1000 / 100
+  // The pair's own direct bytes on A -> B delay the relayed ones: 15 s + 2.5.
+  m.at(0, 1) = 500;
+  FluidModel loaded(m, {0, 0, 0});
+  r.at(0, 1).circuit = 500;
+  EXPECT_DOUBLE_EQ(EvaluateRouting(loaded, adj, r, 250), 17.5);
+}
+
+// The same split as RelayAndEpsShareEvenly, scaled: A sends C 1000 bytes,
+// EPS 100 B/s everywhere, circuits A-B and B-C at 100 B/s. Relaying x bytes
+// takes max((1000 - x) / 100, x / 100 + min(chunk, x) / 100):
+//   fluid: x = 500, 5 s; chunk 250: x = 375, 6.25 s; chunk >= every piece:
+//   x = 333.3, 6.667 s (direct, EPS alone: 10 s).
+TEST(RoutingTest, StoreAndForwardRelaysLessWhenItsTailsBind) {
+  TrafficMatrix m(3);
+  m.at(0, 2) = 1000;
+  FluidModel model(m, {100, 100, 100});
+  Adjacency adj = MakeAdjacency(3, {{0, 1, 100}, {1, 2, 100}});
+  struct Case {
+    double chunk, time, relayed;
+  };
+  for (const Case& c : {Case{0, 5, 500}, Case{250, 6.25, 375}, Case{1e6, 20.0 / 3, 1000.0 / 3}}) {
+    SCOPED_TRACE(c.chunk);
+    const RegionRouting r = OptimiseRouting(model, adj, {.relay_chunk_bytes = c.chunk});
+    EXPECT_NEAR(r.completion_s, c.time, 2e-3 * c.time);
+    ASSERT_EQ(r.at(0, 2).relay.size(), 1u);
+    EXPECT_NEAR(r.at(0, 2).relay[0].second, c.relayed, 2e-3 * 1000);
+    EXPECT_NEAR(r.at(0, 2).total(), 1000, 1e-9);
+    EXPECT_DOUBLE_EQ(r.completion_s, EvaluateRouting(model, adj, r, c.chunk));
+  }
+}
+
 TEST(RoutingPropertyTest, NeverWorseThanBaselinesAndConservesBytes) {
   std::mt19937_64 rng(42);
   for (int trial = 0; trial < 300; ++trial) {

@@ -115,6 +115,27 @@ TEST(EmulatedCluster, RelaysAddATwoHopPathThroughAThirdHost) {
   EXPECT_NEAR(relayed->time_s, 0.1, 0.002);
 }
 
+// Relays store and forward: the last chunk crosses the second hop after the
+// flow's fluid end, alone on its circuit (10 MB/s).
+TEST(EmulatedCluster, RelaysEndTheirLastChunkAfterTheFluidEnd) {
+  TrafficMatrix m(4);
+  m.at(0, 2) = 2e6;
+  router::Topology t{.epoch = 1, .circuits = {Circuit(0, 0, 1, 0), Circuit(1, 1, 2, 0)}};
+  // Tables split fluidly (half each way); the data plane's chunk is 250 kB:
+  // the relayed 1 MB ends at 0.1 s + 0.025 s.
+  auto fluid_split = PredictAlltoall(Spec(), t, m, {.relay_chunk_bytes = 250e3},
+                                     {.version = 2, .relay = true, .demand = &m});
+  ASSERT_TRUE(fluid_split.ok()) << fluid_split.status();
+  EXPECT_NEAR(fluid_split->time_s, 0.125, 1e-4);  // the split within the search's 1e-4
+  // Tables that know the chunk relay x with (2e6 - x) = x + 250e3 bytes'
+  // worth of time: x = 875 kB, both paths done at 0.1125 s.
+  auto split =
+      PredictAlltoall(Spec(), t, m, {.relay_chunk_bytes = 250e3},
+                      {.version = 2, .relay = true, .demand = &m, .relay_chunk_bytes = 250e3});
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_NEAR(split->time_s, 0.1125, 0.0005);
+}
+
 // TCP's ACKs: each hop's receiver sends 66 bytes back per two 1448-byte
 // segments, over the hop's reverse links.
 TEST(EmulatedCluster, AcksLoadTheReverseLinksOfEveryHop) {
