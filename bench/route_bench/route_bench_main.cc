@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--tcp-congestion", o.tcp_congestion,
                  "hosts' TCP congestion control (empty: inherit the machine's)")
       ->capture_default_str();
+  app.add_option("--rto-min-ms", o.rto_min_ms,
+                 "hosts' minimum TCP retransmission timeout, ms (0: the kernel's 200 ms)")
+      ->capture_default_str();
   bool no_ssai = false;
   app.add_flag("--no-slow-start-after-idle", no_ssai,
                "hosts keep TCP windows across idle gaps (net.ipv4.tcp_slow_start_after_idle=0)");

@@ -64,6 +64,9 @@ absl::Status CheckOptions(const BenchOptions& o) {
     return bad(absl::StrCat("--burst-ms ", o.burst_ms, " --queue-frames ", o.queue_frames,
                             ": need > 0, >= 1"));
   }
+  if (o.rto_min_ms < 0 || o.rto_min_ms > 200) {
+    return bad(absl::StrCat("--rto-min-ms ", o.rto_min_ms, ": need 0 (kernel default) .. 200"));
+  }
   return absl::OkStatus();
 }
 
@@ -107,6 +110,7 @@ class Launcher {
     eo.queue_frames = o_.queue_frames;
     eo.tcp_congestion = o_.tcp_congestion;
     eo.slow_start_after_idle = o_.slow_start_after_idle;
+    eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
     const std::string prefix = o_.prefix.empty() ? absl::StrCat("mxroute", getpid()) : o_.prefix;
     ASSIGN_OR_RETURN(fabric_, emulation::EmulatedFabric::Up(spec_, prefix, eo));
     for (const cluster::HostSpec& h : spec_.hosts) {

@@ -34,6 +34,7 @@ struct BenchOptions {
   std::string tcp_congestion = "cubic";
   // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace.
   bool slow_start_after_idle = true;
+  int rto_min_ms = 0;      // hosts' minimum TCP RTO (0: the kernel's 200 ms)
   int case_timeout_s = 0;  // 0: from the model's prediction
   bool keep_dir = false;   // keep the run folder (worker configs and records)
 };

@@ -83,6 +83,7 @@ TEST(RouteBenchBadInput, ExitsTwoNamingTheCulprit) {
            {"--cases partner-2", "partner-2"},
            {"--hosts 1", "--hosts"},
            {"--iters 0", "--iters"},
+           {"--rto-min-ms 500", "--rto-min-ms"},
            {"--cases trace-l0 --trace /nonexistent.jsonl", "/nonexistent.jsonl"}}) {
     const BenchRun r = RunBench(args, 30);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;

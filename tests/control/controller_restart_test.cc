@@ -233,6 +233,13 @@ TEST_F(ControllerRestartTest, BinaryServesARoundAndStopsOnSigterm) {
                            o);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("nosuch"));
+  // A relay chunk below a page (the workers refuse such chunks in headers).
+  auto small = DaemonProcess::Start(
+      {"--spec", spec_file, "--listen", "unix:" + dir_.path() + "/small.sock", "--ocs",
+       "ocs0=" + sw_.address, "--router", "v2", "--relay", "on", "--relay-chunk-bytes", "100"},
+      o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_THAT(std::string(small.status().message()), HasSubstr("--relay-chunk-bytes 100"));
 }
 
 }  // namespace
