@@ -274,6 +274,18 @@ TEST(RoutingPropertyTest, NeverWorseThanBaselinesAndConservesBytes) {
       ocs[c.b] += c.Bps;
     }
     EXPECT_GE(relay.completion_s, model.LowerBound(ocs) * (1 - 1e-9));
+    // With store and forward (10-byte chunks against 5-25 B/s circuits, so
+    // the tails matter): never worse than direct routing, never better than
+    // fluid relays (within the search's 1e-4), its claim its evaluation.
+    const RegionRouting store = OptimiseRouting(model, adj, {.relay_chunk_bytes = 10});
+    EXPECT_LE(store.completion_s, direct.completion_s);
+    EXPECT_GE(store.completion_s, relay.completion_s * (1 - 1e-3));
+    EXPECT_EQ(store.completion_s, EvaluateRouting(model, adj, store, 10));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        if (i != j) EXPECT_NEAR(store.at(i, j).total(), m.at(i, j), 1e-9 * (1 + m.at(i, j)));
+      }
+    }
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
         if (i == j) continue;
