@@ -9,7 +9,7 @@
 #include "runtime/planner/cluster_planner.h"
 #include "runtime/planner/fluid_model.h"
 #include "runtime/planner/routing.h"
-#include "runtime/router/route_table_v2.h"
+#include "runtime/router/route_table.h"
 #include "sim/emulated_cluster.h"
 
 namespace mixnet::bench {
@@ -49,11 +49,14 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
       planner::CircuitOnlyRouting(model, region.ToAdjacency(plan.circuits)).completion_s;
   out.lower_bound_s = model.LowerBound(region.ocs_Bps());
   const router::Topology topology{.epoch = 1, .circuits = out.circuits};
-  ASSIGN_OR_RETURN(const router::RouteTable table,
-                   router::BuildRouteTableV2(
-                       spec, topology, spec.hosts[0].name, demand,
-                       router::RouterV2Options{.relay = relay, .relay_chunk_bytes = chunk}));
-  out.v2_model_s = table.predicted_completion_s();
+  // Every host's v2 table, as the workers build them: host 0's prediction is
+  // the model's v2 time (every host computes the same region routing), the
+  // simulator runs on them, and their relay paths give the bytes relayed.
+  const sim::EmulatedRouting v2_routing{
+      .version = 2, .relay = relay, .demand = &demand, .relay_chunk_bytes = chunk};
+  ASSIGN_OR_RETURN(const std::vector<router::RouteTable> tables,
+                   sim::EmulatedRouteTables(spec, topology, v2_routing));
+  out.v2_model_s = tables[0].predicted_completion_s();
 
   sim::EmulatedFabric fabric;
   fabric.wire_per_payload = sim::kTcpFrameOverhead;  // the workers' transport is TCP
@@ -61,15 +64,11 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
   fabric.relay_chunk_bytes = chunk;
   ASSIGN_OR_RETURN(const sim::EmulatedPrediction v1,
                    sim::PredictAlltoall(spec, topology, demand, fabric, {.version = 1}));
-  const sim::EmulatedRouting v2_routing{
-      .version = 2, .relay = relay, .demand = &demand, .relay_chunk_bytes = chunk};
   ASSIGN_OR_RETURN(const sim::EmulatedPrediction v2,
-                   sim::PredictAlltoall(spec, topology, demand, fabric, v2_routing));
+                   sim::PredictAlltoall(spec, tables, demand, fabric));
   out.v1_sim_s = v1.time_s;
   out.v2_sim_s = v2.time_s;
-  // The bytes v2's relays carry a second time (every host's table).
-  ASSIGN_OR_RETURN(const std::vector<router::RouteTable> tables,
-                   sim::EmulatedRouteTables(spec, topology, v2_routing));
+  // The bytes v2's relays carry a second time.
   for (size_t s = 0; s < tables.size(); ++s) {
     for (size_t d = 0; d < tables.size(); ++d) {
       if (s == d) continue;
