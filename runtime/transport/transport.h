@@ -82,6 +82,34 @@ class Connection {
     (void)len;
     return std::shared_ptr<const void>();
   }
+  // Registers GPU memory [buf, buf + len) (a CUDA device pointer) so that
+  // sends and receives inside the range move it with the NIC, never the CPU:
+  // through the dma-buf `dmabuf_fd` (from cuMemGetHandleForAddressRange) at
+  // `dmabuf_offset` when dmabuf_fd >= 0, else by peer memory (the
+  // nvidia-peermem kernel module resolves the pointer). The fd is used only
+  // during the call. Held until the returned object is destroyed. Only
+  // transports whose device reports DeviceMemorySupport can; the others
+  // return Unimplemented naming the peer.
+  virtual absl::StatusOr<std::shared_ptr<const void>> RegisterDeviceMemory(const void* buf,
+                                                                           size_t len,
+                                                                           int dmabuf_fd,
+                                                                           uint64_t dmabuf_offset) {
+    (void)buf;
+    (void)len;
+    (void)dmabuf_fd;
+    (void)dmabuf_offset;
+    return absl::UnimplementedError(absl::StrCat(
+        "the connection to ", peer_name(),
+        " cannot move GPU memory: its transport copies with the CPU (GPUDirect RDMA needs verbs)"));
+  }
+};
+
+// What a device can do with GPU memory (GPUDirect RDMA), probed when it is
+// created. `why` says what was found, for the log.
+struct DeviceMemorySupport {
+  bool dmabuf = false;       // ibv_reg_dmabuf_mr works on the adapter
+  bool peer_memory = false;  // a peer-memory module (nvidia-peermem) is loaded
+  std::string why;
 };
 
 // How to establish one Connection. Both ends call Device::Connect with the same
@@ -98,6 +126,11 @@ struct ConnectOptions {
   // sockets' IPv4 TOS byte (-1: the kernel's default). The intra-host
   // transport ignores it.
   int traffic_class = -1;
+  // Verbs: receives on this connection may be GPU memory (the NCCL plugin
+  // with GPUDirect RDMA), so the CPU must never copy into them: the peer is
+  // told in the handshake and sends every message with a payload by
+  // rendezvous (the NIC writes it in place). Other transports ignore it.
+  bool device_receives = false;
 };
 
 // Payload key on an Unavailable status: the connection was lost, but the
@@ -198,6 +231,12 @@ class Device {
   // The CPUs that thread may run on.
   virtual absl::StatusOr<std::vector<int>> ProgressThreadCpus() {
     return absl::UnimplementedError(absl::StrCat(name(), " has no progress thread"));
+  }
+  // GPU memory support (Connection::RegisterDeviceMemory); none by default.
+  virtual DeviceMemorySupport device_memory() const {
+    return DeviceMemorySupport{false, false,
+                               absl::StrCat(name(), ": the ", kind(),
+                                            " transport moves bytes with the CPU (host memory only)")};
   }
 };
 

@@ -18,6 +18,7 @@ namespace {
 
 constexpr absl::string_view kAddressPrefix = "verbs1";
 constexpr size_t kNameBytes = 48;
+constexpr uint32_t kFlagDeviceReceives = 1;
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -125,7 +126,8 @@ absl::StatusOr<VerbsAddress> VerbsAddress::Decode(absl::string_view blob) {
 
 // Layout (little-endian): magic 4, version 4, connection_id 8, status 4,
 // qpn 4, psn 4, lid 2, mtu 1, link_layer 1, gid 16, recv_window 4,
-// slot_bytes 4, name 48 (NUL padded), zero padding to 128.
+// slot_bytes 4, name 48 (NUL padded), flags 4 (bit 0: device receives),
+// zero padding to 128.
 std::string Handshake::Encode() const {
   std::string out(kHandshakeBytes, '\0');
   auto* p = reinterpret_cast<uint8_t*>(out.data());
@@ -142,6 +144,7 @@ std::string Handshake::Encode() const {
   PutLe(p + 48, qp.recv_window, 4);
   PutLe(p + 52, qp.slot_bytes, 4);
   std::memcpy(p + 56, qp.name.data(), std::min(qp.name.size(), kNameBytes - 1));
+  PutLe(p + 104, qp.device_receives ? kFlagDeviceReceives : 0, 4);
   return out;
 }
 
@@ -172,6 +175,7 @@ absl::StatusOr<Handshake> Handshake::Decode(absl::string_view bytes) {
   h.qp.slot_bytes = static_cast<uint32_t>(GetLe(p + 52, 4));
   const char* name = reinterpret_cast<const char*>(p + 56);
   h.qp.name.assign(name, strnlen(name, kNameBytes));
+  h.qp.device_receives = (GetLe(p + 104, 4) & kFlagDeviceReceives) != 0;
   return h;
 }
 

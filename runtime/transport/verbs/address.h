@@ -45,6 +45,10 @@ struct QpInfo {
   Gid gid{};
   uint32_t recv_window = 0;  // credits the peer starts with
   uint32_t slot_bytes = 0;   // size of each pre-posted receive buffer
+  // Its receives may be GPU memory: send it every message with a payload by
+  // rendezvous (ConnectOptions::device_receives). A flag bit in the
+  // handshake; peers from before it send zero there (host receives).
+  bool device_receives = false;
   std::string name;          // "mlx5_0:1" (at most 47 bytes are sent)
 };
 

@@ -111,7 +111,54 @@ absl::StatusOr<MrRef> MemoryRegistry::Acquire(const void* addr, size_t len, bool
   return MrRef(this, raw);
 }
 
+absl::StatusOr<MrRef> MemoryRegistry::AcquireDevice(const void* addr, size_t len, int dmabuf_fd,
+                                                    uint64_t dmabuf_offset) {
+  if (addr == nullptr || len == 0) {
+    return absl::InvalidArgumentError("GPU memory registration of an empty or null buffer");
+  }
+  if (MrRef hit = FindDevice(addr, len); hit.valid()) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.hits;
+    return hit;
+  }
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  absl::StatusOr<Registration> reg = backend_->RegisterDevice(a, len, dmabuf_fd, dmabuf_offset);
+  if (!reg.ok()) return reg.status();
+  reg->device = true;
+  reg->cacheable = false;
+  absl::MutexLock lock(&mu_);
+  auto e = std::make_unique<Entry>();
+  e->reg = *reg;
+  e->refs = 1;
+  Entry* raw = e.get();
+  by_addr_.emplace(reg->addr, std::move(e));
+  max_len_ = std::max(max_len_, reg->len);
+  ++stats_.registrations;
+  device_entries_.fetch_add(1, std::memory_order_relaxed);
+  return MrRef(this, raw);
+}
+
+MrRef MemoryRegistry::FindDevice(const void* addr, size_t len) {
+  if (device_entries_.load(std::memory_order_relaxed) == 0 || addr == nullptr || len == 0) {
+    return MrRef();
+  }
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  absl::MutexLock lock(&mu_);
+  const uintptr_t end = a + len;
+  auto it = by_addr_.upper_bound(a);
+  while (it != by_addr_.begin()) {
+    --it;
+    Entry* e = it->second.get();
+    if (e->reg.addr + max_len_ < end) break;
+    if (!e->reg.device || e->reg.addr + e->reg.len < end) continue;
+    ++e->refs;  // device entries are never idle
+    return MrRef(this, e);
+  }
+  return MrRef();
+}
+
 void MemoryRegistry::EraseLocked(Entry* e) {
+  if (e->reg.device) device_entries_.fetch_sub(1, std::memory_order_relaxed);
   auto [lo, hi] = by_addr_.equal_range(e->reg.addr);
   for (auto it = lo; it != hi; ++it) {
     if (it->second.get() == e) {
@@ -199,6 +246,36 @@ class IbvBackend : public RegistrationBackend {
     }
     r.lkey = mr->lkey;
     r.rkey = mr->rkey;
+    r.handle = mr;
+    return r;
+  }
+
+  absl::StatusOr<Registration> RegisterDevice(uintptr_t addr, size_t len, int fd,
+                                              uint64_t offset) override {
+    const int full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    ibv_mr* mr = fd >= 0 ? ibv_reg_dmabuf_mr(pd_, offset, len, addr, fd, full)
+                         : ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), len, full);
+    if (mr == nullptr) {
+      const int err = errno;
+      absl::Status s = ErrnoStatus(
+          absl::StrCat(label_, ": registering ", len, " bytes of GPU memory at 0x", absl::Hex(addr),
+                       fd >= 0 ? absl::StrCat(" (dma-buf fd ", fd, ", offset ", offset, ")")
+                               : std::string(" (peer memory)")),
+          fd >= 0 ? "ibv_reg_dmabuf_mr" : "ibv_reg_mr", err);
+      if (fd < 0 && (err == EFAULT || err == EINVAL)) {
+        s = absl::Status(s.code(), absl::StrCat(s.message(),
+                                                " (is the nvidia-peermem module loaded? "
+                                                "without it GPU memory needs dma-buf)"));
+      }
+      return s;
+    }
+    Registration r;
+    r.addr = addr;
+    r.len = len;
+    r.lkey = mr->lkey;
+    r.rkey = mr->rkey;
+    r.remote_write = true;
+    r.device = true;
     r.handle = mr;
     return r;
   }

@@ -16,10 +16,18 @@
 //    address space by itself: on-demand-paging (ODP) MRs. Idle pinned entries
 //    are deregistered at once.
 // The backend decides per registration whether it is "cacheable" (ODP).
+//
+// Device (GPU) memory is registered only on request (AcquireDevice: through
+// a dma-buf fd, or by peer memory), over exactly the range asked for, and
+// marked `device`: the CPU cannot touch it, so the connection never copies
+// into or out of such a range (FindDevice tells it which ranges those are).
+// Such an entry is never idle-cached: it lives while its holder (the NCCL
+// plugin's regMr handle) keeps it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <list>
 #include <map>
 #include <memory>
@@ -39,6 +47,7 @@ struct Registration {
   uint32_t rkey = 0;
   bool remote_write = false;  // registered with IBV_ACCESS_REMOTE_WRITE
   bool cacheable = false;     // stays valid when idle (ODP)
+  bool device = false;        // GPU memory: only the NIC may access it
   void* handle = nullptr;     // backend's object (ibv_mr*)
 };
 
@@ -49,6 +58,17 @@ class RegistrationBackend {
   // Registers [addr, addr + len). `remote_write`: the peer will RDMA-write
   // into it. May grant more access than asked.
   virtual absl::StatusOr<Registration> Register(uintptr_t addr, size_t len, bool remote_write) = 0;
+  // Registers GPU memory [addr, addr + len), with remote write access:
+  // through the dma-buf `fd` at `offset` when fd >= 0 (ibv_reg_dmabuf_mr,
+  // iova = addr), else by peer memory (ibv_reg_mr on the device pointer).
+  virtual absl::StatusOr<Registration> RegisterDevice(uintptr_t addr, size_t len, int fd,
+                                                      uint64_t offset) {
+    (void)addr;
+    (void)len;
+    (void)fd;
+    (void)offset;
+    return absl::UnimplementedError("this registration backend cannot register GPU memory");
+  }
   virtual void Deregister(const Registration& r) = 0;
 };
 
@@ -112,6 +132,14 @@ class MemoryRegistry {
 
   // A registration covering [addr, addr + len), len > 0.
   absl::StatusOr<MrRef> Acquire(const void* addr, size_t len, bool remote_write);
+  // A device registration of exactly [addr, addr + len) (see the header
+  // comment), reusing a live device entry that covers it.
+  absl::StatusOr<MrRef> AcquireDevice(const void* addr, size_t len, int dmabuf_fd,
+                                      uint64_t dmabuf_offset);
+  // The live device registration covering [addr, addr + len), or an invalid
+  // MrRef when the range is not (wholly) registered GPU memory. Cheap when
+  // no device memory is registered at all (one atomic load).
+  MrRef FindDevice(const void* addr, size_t len);
   Stats stats() const;
 
   // Page-aligned hull of [addr, addr + len).
@@ -135,6 +163,7 @@ class MemoryRegistry {
   std::list<Entry*> lru_ ABSL_GUARDED_BY(mu_);  // idle entries, most recent first
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t max_len_ ABSL_GUARDED_BY(mu_) = 0;  // longest entry ever, bounds the search
+  std::atomic<int> device_entries_{0};
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

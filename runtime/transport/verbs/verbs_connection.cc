@@ -93,6 +93,8 @@ absl::Status VerbsConnection::ConnectQp(const QpInfo& remote) {
   }
   RETURN_IF_ERROR(qp_->Connect(remote, peer_name_, cfg_.traffic_class));
   send_eager_max_ = std::min<size_t>(cfg_.slot_bytes, remote.slot_bytes) - kWireHeaderBytes;
+  // Its receives may be GPU memory: only zero-byte messages go eager.
+  if (remote.device_receives) send_eager_max_ = 0;
   write_chunk_ = std::min<size_t>(ctx_->max_msg_bytes(), size_t{1} << 30);
   absl::MutexLock lock(&mu_);
   credits_ = remote.recv_window;
@@ -121,7 +123,15 @@ absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::Isend(const void* buf,
   op->len = len;
   op->tag = tag;
   op->eager = len <= send_eager_max_;
-  if (!op->eager) {
+  if (len > 0) {
+    // GPU memory: the NIC reads it (rendezvous), the CPU never copies it.
+    MrRef dev = ctx_->registry().FindDevice(buf, len);
+    if (dev.valid()) {
+      op->eager = false;
+      op->mr = std::move(dev);
+    }
+  }
+  if (!op->eager && !op->mr.valid()) {
     absl::StatusOr<MrRef> mr = ctx_->registry().Acquire(buf, len, /*remote_write=*/false);
     if (!mr.ok()) return Annotate(mr.status(), absl::StrCat("Isend to ", peer_name_));
     op->mr = std::move(*mr);
@@ -157,7 +167,10 @@ absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::Irecv(void* buf, size_
   r->cap = len;
   r->tag = tag;
   std::shared_ptr<RequestState> req = r->req;
-  if (len > recv_eager_max_) {
+  if (MrRef dev = ctx_->registry().FindDevice(buf, len); dev.valid()) {
+    r->mr = std::move(dev);
+    r->device = true;
+  } else if (len > recv_eager_max_ || (cfg_.device_receives && len > 0)) {
     // Registered now, on the caller's thread, so a rendezvous can answer at once.
     absl::StatusOr<MrRef> mr = ctx_->registry().Acquire(buf, len, /*remote_write=*/true);
     if (!mr.ok()) return Annotate(mr.status(), absl::StrCat("Irecv from ", peer_name_));
@@ -193,6 +206,25 @@ absl::StatusOr<std::shared_ptr<const void>> VerbsConnection::RegisterMemory(cons
   absl::StatusOr<MrRef> mr = ctx_->registry().Acquire(buf, len, /*remote_write=*/true);
   if (!mr.ok()) return Annotate(mr.status(), absl::StrCat("registering memory for ", peer_name_));
   // The context (its registry and protection domain) outlives the reference.
+  struct Pin {
+    std::shared_ptr<VerbsContext> ctx;
+    MrRef mr;
+  };
+  auto pin = std::make_shared<Pin>(Pin{ctx_, std::move(*mr)});
+  return std::shared_ptr<const void>(pin, pin.get());
+}
+
+absl::StatusOr<std::shared_ptr<const void>> VerbsConnection::RegisterDeviceMemory(
+    const void* buf, size_t len, int dmabuf_fd, uint64_t dmabuf_offset) {
+  if (len == 0) return std::shared_ptr<const void>();
+  if (buf == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("registering GPU memory for ", peer_name_,
+                                                   ": null buffer of ", len, " bytes"));
+  }
+  absl::StatusOr<MrRef> mr = ctx_->registry().AcquireDevice(buf, len, dmabuf_fd, dmabuf_offset);
+  if (!mr.ok()) {
+    return Annotate(mr.status(), absl::StrCat("registering GPU memory for ", peer_name_));
+  }
   struct Pin {
     std::shared_ptr<VerbsContext> ctx;
     MrRef mr;

@@ -29,6 +29,14 @@
 //    Caveat of the bound: a receiver that waits on one tag while its slots
 //    are all held by unexpected eager messages of other tags waits until
 //    those are received (as with any bounded unexpected-message queue).
+//  - GPU memory (registered with RegisterDeviceMemory, memory_registry.h)
+//    is never touched by the CPU: a send from it always rendezvous (its
+//    device registration is the write's source), and a connection whose
+//    receives may be GPU memory (ConnectionConfig::device_receives) says so
+//    in its handshake, so the peer sends it every message with a payload by
+//    rendezvous and the NIC writes the payload in place. An eager message
+//    that still meets a GPU receive (a peer that ignored the flag) fails
+//    that receive with FailedPrecondition instead of being copied.
 //  - Matching happens only at the receiver, in arrival order (RC keeps a
 //    connection's messages in order), against receives posted per tag in
 //    posting order: FIFO per tag. Zero-byte messages are EAGER.
@@ -92,6 +100,9 @@ struct ConnectionConfig {
   // Eager payload held in heap copies for receives not yet posted; beyond it
   // messages wait in their receive slots (DeviceOptions::ib_unexpected_bytes).
   size_t unexpected_bytes = size_t{4} << 20;
+  // Our receives may be GPU memory (ConnectOptions::device_receives): the
+  // peer is asked to send every message with a payload by rendezvous.
+  bool device_receives = false;
   int recv_depth() const { return static_cast<int>(window + window / credit_batch + 3); }
 };
 
@@ -123,7 +134,11 @@ class VerbsConnection {
                                                                  FailureCallback on_failure);
   ~VerbsConnection();
 
-  QpInfo LocalInfo() const { return qp_->LocalInfo(cfg_.window, cfg_.slot_bytes); }
+  QpInfo LocalInfo() const {
+    QpInfo i = qp_->LocalInfo(cfg_.window, cfg_.slot_bytes);
+    i.device_receives = cfg_.device_receives;
+    return i;
+  }
   // After the handshake: RTR/RTS towards `remote`.
   absl::Status ConnectQp(const QpInfo& remote);
   // After both sides are ready: watch `bootstrap` and join the poller.
@@ -134,6 +149,10 @@ class VerbsConnection {
   // Connection::RegisterMemory: an in-use entry of the device's registration
   // cache (memory_registry.h), which every request inside the range reuses.
   absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf, size_t len);
+  // Connection::RegisterDeviceMemory: a device entry of the registry.
+  absl::StatusOr<std::shared_ptr<const void>> RegisterDeviceMemory(const void* buf, size_t len,
+                                                                   int dmabuf_fd,
+                                                                   uint64_t dmabuf_offset);
   const std::string& peer_name() const { return peer_name_; }
   absl::Status health() const;
   // Orderly close (the Connection handle's destructor); blocks up to ~4 s.
@@ -168,7 +187,8 @@ class VerbsConnection {
     uint8_t* buf = nullptr;
     size_t cap = 0;
     uint64_t tag = 0;
-    MrRef mr;  // registered when large enough to be a write target
+    MrRef mr;             // registered when large enough to be a write target
+    bool device = false;  // GPU memory (mr is its device registration)
   };
   // A message that arrived before its receive: an eager one's payload (a
   // heap copy, or in receive slot `slot`), or a rendezvous one's RTS.
@@ -213,6 +233,8 @@ class VerbsConnection {
   // A posted receive meets an arriving message.
   void MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHeader& h, const uint8_t* payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An eager payload of `len` bytes cannot go into GPU receive `r`: fails it.
+  void FailEagerIntoDeviceLocked(RecvOp& r, uint64_t len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new receive meets a held message.
   void MatchHeldLocked(std::unique_ptr<RecvOp> r, std::unique_ptr<Unexpected> u)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -305,6 +327,11 @@ class VerbsConnectionHandle : public Connection {
   absl::Status health() const override { return c_->health(); }
   absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf, size_t len) override {
     return c_->RegisterMemory(buf, len);
+  }
+  absl::StatusOr<std::shared_ptr<const void>> RegisterDeviceMemory(const void* buf, size_t len,
+                                                                   int dmabuf_fd,
+                                                                   uint64_t dmabuf_offset) override {
+    return c_->RegisterDeviceMemory(buf, len, dmabuf_fd, dmabuf_offset);
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "runtime/common/status.h"
 #include "runtime/transport/verbs/address.h"
 #include "runtime/transport/verbs/bootstrap.h"
+#include "runtime/transport/verbs/device_memory.h"
 #include "runtime/transport/verbs/nic_adapter.h"
 #include "runtime/transport/verbs/poller.h"
 #include "runtime/transport/verbs/verbs_connection.h"
@@ -60,7 +61,8 @@ class VerbsDevice : public Device {
         listener_(std::move(listener)),
         poller_(std::move(poller)),
         address_(std::move(address)),
-        name_(absl::StrCat("verbs:", ctx_->short_name(), "(", address_.ip, ")")) {}
+        name_(absl::StrCat("verbs:", ctx_->short_name(), "(", address_.ip, ")")),
+        device_memory_(ProbeDeviceMemory(ctx_->pd(), options_.sysfs_root, ctx_->label())) {}
 
   ~VerbsDevice() override { poller_->Stop(); }
 
@@ -70,6 +72,7 @@ class VerbsDevice : public Device {
   absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) override;
   absl::Status PinProgressThread(int cpu) override { return poller_->Pin(cpu); }
   absl::StatusOr<std::vector<int>> ProgressThreadCpus() override { return poller_->Cpus(); }
+  DeviceMemorySupport device_memory() const override { return device_memory_; }
 
  private:
   const DeviceOptions options_;
@@ -78,6 +81,7 @@ class VerbsDevice : public Device {
   const std::shared_ptr<Poller> poller_;
   const VerbsAddress address_;
   const std::string name_;
+  const DeviceMemorySupport device_memory_;
 };
 
 absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOptions& o) {
@@ -92,6 +96,7 @@ absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOp
   }
   cfg.traffic_class = o.traffic_class >= 0 ? o.traffic_class : ctx_->traffic_class();
   cfg.unexpected_bytes = static_cast<size_t>(options_.ib_unexpected_bytes);
+  cfg.device_receives = o.device_receives;
   std::shared_ptr<VerbsConnection> conn;
   Fd fd;
   absl::StatusOr<Handshake> theirs;

@@ -241,6 +241,10 @@ void VerbsConnection::MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHe
     return;
   }
   if (eager) {
+    if (h.length > 0 && r->device) {
+      FailEagerIntoDeviceLocked(*r, h.length);
+      return;
+    }
     if (h.length > 0) std::memcpy(r->buf, payload, h.length);
     r->req->Complete(absl::OkStatus(), h.length);
     return;
@@ -262,6 +266,18 @@ void VerbsConnection::MatchArrivalLocked(std::unique_ptr<RecvOp> r, const WireHe
   t.len = h.length;
   t.recv = std::move(r);
   QueueCtsLocked(h.id, addr, rkey, std::move(t));
+}
+
+void VerbsConnection::FailEagerIntoDeviceLocked(RecvOp& r, uint64_t len) {
+  // The message is dropped: copying it would have the CPU write GPU memory.
+  r.mr.Reset();
+  r.req->Complete(
+      absl::FailedPreconditionError(absl::StrCat(
+          "an eager message of ", len, " bytes from ", peer_name_, " (tag ", r.tag,
+          ") met a receive in GPU memory, which the CPU cannot copy into: the connection was "
+          "not set up for GPU receives (ConnectOptions::device_receives), or the peer's build "
+          "predates them")),
+      0);
 }
 
 void VerbsConnection::QueueCtsLocked(uint64_t send_id, uint64_t addr, uint32_t rkey,
@@ -312,6 +328,8 @@ void VerbsConnection::MatchHeldLocked(std::unique_ptr<RecvOp> r, std::unique_ptr
                          "message of ", u->len, " bytes from ", peer_name_, " (tag ", r->tag,
                          ") exceeds the receive buffer of ", r->cap, " bytes")),
                      0);
+  } else if (u->len > 0 && r->device) {
+    FailEagerIntoDeviceLocked(*r, u->len);
   } else {
     if (u->len > 0) std::memcpy(r->buf, payload, u->len);
     r->mr.Reset();

@@ -87,8 +87,9 @@ inline uint64_t NextId() {
 }
 
 // Connects a (initiator) and b; returns {a's connection, b's connection}.
-inline std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> Connect(Device* a,
-                                                                                   Device* b) {
+// `*_device_receives`: that end's receives may be GPU memory.
+inline std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> Connect(
+    Device* a, Device* b, bool a_device_receives = false, bool b_device_receives = false) {
   const uint64_t id = NextId();
   absl::StatusOr<std::unique_ptr<Connection>> cb;
   std::thread t([&] {
@@ -98,6 +99,7 @@ inline std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> Conne
     o.initiator = false;
     o.peer_name = "rank A";
     o.timeout = absl::Seconds(10);
+    o.device_receives = b_device_receives;
     cb = b->Connect(o);
   });
   ConnectOptions o;
@@ -106,6 +108,7 @@ inline std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> Conne
   o.initiator = true;
   o.peer_name = "rank B";
   o.timeout = absl::Seconds(10);
+  o.device_receives = a_device_receives;
   absl::StatusOr<std::unique_ptr<Connection>> ca = a->Connect(o);
   t.join();
   EXPECT_TRUE(ca.ok()) << ca.status();

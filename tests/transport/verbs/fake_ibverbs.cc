@@ -5,11 +5,15 @@
 // queues with a completion channel, RC queue pairs with state checks, queue
 // depth limits (work requests count until their completion is polled), SEND,
 // RDMA WRITE and RDMA WRITE WITH IMMEDIATE delivered in order by a "wire"
-// thread, receiver-not-ready waits, and flushing on ERR. One global mutex.
+// thread, receiver-not-ready waits, and flushing on ERR. GPU memory: dma-buf
+// registrations (the NIC reaches the pages through the fd, mmapped here) and
+// peer memory (ranges the test maps to a NIC-side view), so a test can give
+// the transport "GPU" buffers the CPU cannot touch. One global mutex.
 #include "tests/transport/verbs/fake_ibverbs.h"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -35,6 +39,20 @@ struct FakeMr {
   uintptr_t addr = 0;
   size_t len = 0;
   int access = 0;
+  // Where the "NIC" reaches byte `addr`: the address itself for host
+  // memory; for GPU memory (dma-buf or peer memory) a mapping of its own,
+  // because the CPU's address of such memory is not accessible.
+  uint8_t* view = nullptr;
+  void* mapping = nullptr;  // dma-buf: the fake's mmap of the fd
+  size_t mapping_len = 0;
+};
+
+// Peer memory (nvidia-peermem): GPU address ranges that ibv_reg_mr resolves
+// to the NIC-side view the test gave (fake_ibverbs_add_peer_memory).
+struct PeerRange {
+  uintptr_t addr;
+  size_t len;
+  uint8_t* view;
 };
 
 struct FakeCq {
@@ -101,6 +119,8 @@ std::atomic<uint64_t> g_rnr{0};
 std::atomic<uint64_t> g_errors{0};
 bool g_dark = false;  // fake_ibverbs_set_dark
 uint64_t g_reg_mr_calls = 0;
+bool g_dmabuf = true;  // fake_ibverbs_set_dmabuf
+std::vector<PeerRange>& g_peer = *new std::vector<PeerRange>;
 std::thread* g_wire = nullptr;
 
 void PushCqe(FakeCq* cq, const ibv_wc& wc) {
@@ -139,6 +159,9 @@ FakeMr* CheckMr(uint32_t key, uintptr_t addr, size_t len, int access, ibv_pd* pd
   if ((m->access & access) != access) return nullptr;
   return m;
 }
+
+// The NIC's pointer to `addr` inside registration `m`.
+uint8_t* NicPtr(const FakeMr* m, uintptr_t addr) { return m->view + (addr - m->addr); }
 
 void FlushQp(FakeQp* q) {
   for (const Recv& r : q->recvs) {
@@ -189,11 +212,14 @@ bool DeliverOne(FakeQp* q) {
   }
   FakeQp* peer = pit->second;
   size_t total = 0;
+  std::vector<const uint8_t*> srcs;
   for (const ibv_sge& g : s.sges) {
-    if (CheckMr(g.lkey, g.addr, g.length, 0, q->qp.pd) == nullptr) {
+    const FakeMr* m = CheckMr(g.lkey, g.addr, g.length, 0, q->qp.pd);
+    if (m == nullptr) {
       FailHead(q, IBV_WC_LOC_PROT_ERR);
       return true;
     }
+    srcs.push_back(NicPtr(m, g.addr));
     total += g.length;
   }
   const bool needs_recv = s.opcode == IBV_WR_SEND || s.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -202,17 +228,19 @@ bool DeliverOne(FakeQp* q) {
     return false;
   }
   auto gather = [&](uint8_t* dst) {
-    for (const ibv_sge& g : s.sges) {
-      std::memcpy(dst, reinterpret_cast<void*>(g.addr), g.length);
-      dst += g.length;
+    for (size_t i = 0; i < s.sges.size(); ++i) {
+      std::memcpy(dst, srcs[i], s.sges[i].length);
+      dst += s.sges[i].length;
     }
   };
   if (s.opcode == IBV_WR_RDMA_WRITE || s.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-    if (CheckMr(s.rkey, s.remote_addr, total, IBV_ACCESS_REMOTE_WRITE, peer->qp.pd) == nullptr) {
+    const FakeMr* target =
+        CheckMr(s.rkey, s.remote_addr, total, IBV_ACCESS_REMOTE_WRITE, peer->qp.pd);
+    if (target == nullptr) {
       FailHead(q, IBV_WC_REM_ACCESS_ERR);
       return true;
     }
-    gather(reinterpret_cast<uint8_t*>(s.remote_addr));
+    gather(NicPtr(target, s.remote_addr));
   }
   if (needs_recv) {
     Recv r = peer->recvs.front();
@@ -220,15 +248,18 @@ bool DeliverOne(FakeQp* q) {
     ibv_wc rwc =
         MakeWc(r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, peer->qp.qp_num, static_cast<uint32_t>(total));
     if (s.opcode == IBV_WR_SEND) {
-      if (total > r.sge.length ||
-          CheckMr(r.sge.lkey, r.sge.addr, total, IBV_ACCESS_LOCAL_WRITE, peer->qp.pd) == nullptr) {
+      const FakeMr* slot =
+          total > r.sge.length
+              ? nullptr
+              : CheckMr(r.sge.lkey, r.sge.addr, total, IBV_ACCESS_LOCAL_WRITE, peer->qp.pd);
+      if (slot == nullptr) {
         PushCqe(reinterpret_cast<FakeCq*>(peer->qp.recv_cq),
                 MakeWc(r.wr_id, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, peer->qp.qp_num, 0));
         ToError(peer);
         FailHead(q, IBV_WC_REM_INV_REQ_ERR);
         return true;
       }
-      gather(reinterpret_cast<uint8_t*>(r.sge.addr));
+      gather(NicPtr(slot, r.sge.addr));
     } else {
       rwc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
       rwc.wc_flags = IBV_WC_WITH_IMM;
@@ -412,6 +443,19 @@ void fake_ibverbs_set_dark(int dark) {
   g_dark = dark != 0;
   g_cv.notify_all();
 }
+void fake_ibverbs_set_dmabuf(int supported) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_dmabuf = supported != 0;
+}
+void fake_ibverbs_add_peer_memory(void* gpu_addr, size_t len, void* nic_view) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_peer.push_back(PeerRange{reinterpret_cast<uintptr_t>(gpu_addr), len,
+                             static_cast<uint8_t*>(nic_view)});
+}
+void fake_ibverbs_clear_peer_memory() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_peer.clear();
+}
 int64_t fake_ibverbs_live_qps() {
   std::lock_guard<std::mutex> lock(g_mu);
   return static_cast<int64_t>(g_qps.size());
@@ -555,6 +599,53 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t, unsigned 
   m->mr.addr = addr;
   m->mr.length = len;
   m->mr.lkey = m->mr.rkey = g_next_key++;
+  m->view = static_cast<uint8_t*>(addr);
+  for (const PeerRange& p : g_peer) {
+    // Peer memory: the kernel module resolves the GPU pages.
+    if (m->addr >= p.addr && m->addr + len <= p.addr + p.len) {
+      m->view = p.view + (m->addr - p.addr);
+    }
+  }
+  g_mrs[m->mr.lkey] = m;
+  return &m->mr;
+}
+
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd,
+                          int access) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_dmabuf) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (fd < 0) {
+    errno = EBADF;
+    return nullptr;
+  }
+  if (len == 0 || iova == 0 || (access & IBV_ACCESS_ON_DEMAND)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // The "NIC" reaches the memory through the fd, as a real one does through
+  // the exporter's pages, never through the CPU's address `iova`.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset & ~(uint64_t{page} - 1);
+  const size_t map_len = static_cast<size_t>(offset - start) + len;
+  void* map = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   static_cast<off_t>(start));
+  if (map == MAP_FAILED) return nullptr;  // errno from mmap
+  ++g_reg_mr_calls;
+  auto* m = new FakeMr();
+  m->addr = static_cast<uintptr_t>(iova);
+  m->len = len;
+  m->access = access;
+  m->mapping = map;
+  m->mapping_len = map_len;
+  m->view = static_cast<uint8_t*>(map) + (offset - start);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = reinterpret_cast<void*>(iova);
+  m->mr.length = len;
+  m->mr.lkey = m->mr.rkey = g_next_key++;
   g_mrs[m->mr.lkey] = m;
   return &m->mr;
 }
@@ -568,6 +659,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_mrs.find(mr->lkey);
   if (it == g_mrs.end()) return EINVAL;
+  if (it->second->mapping != nullptr) munmap(it->second->mapping, it->second->mapping_len);
   delete it->second;
   g_mrs.erase(it);
   return 0;

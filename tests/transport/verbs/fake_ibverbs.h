@@ -1,6 +1,7 @@
 // Test hooks of the in-process libibverbs simulation (fake_ibverbs.cc).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 extern "C" {
@@ -29,4 +30,12 @@ int fake_ibverbs_rtr_count();
 int fake_ibverbs_rts_count();
 void fake_ibverbs_rts(int i, int* timeout, int* retry_cnt);
 void fake_ibverbs_rtr(int i, int* sl, int* global, int* traffic_class);
+// dma-buf support of the adapters (default on): off, ibv_reg_dmabuf_mr fails
+// with EOPNOTSUPP as on a kernel or provider without it.
+void fake_ibverbs_set_dmabuf(int supported);
+// Peer memory: ibv_reg_mr of a range inside [gpu_addr, gpu_addr + len) is
+// reached by the NIC at the same offset of `nic_view` (as nvidia-peermem
+// resolves GPU pages). The CPU's gpu_addr may be inaccessible (PROT_NONE).
+void fake_ibverbs_add_peer_memory(void* gpu_addr, size_t len, void* nic_view);
+void fake_ibverbs_clear_peer_memory();
 }

@@ -39,6 +39,11 @@ class SysfsTree {
     std::filesystem::create_directories(root_ + "/class/net/" + ifname);
     std::ofstream(root_ + "/class/net/" + ifname + "/dev_port") << dev_port << "\n";
   }
+  // module/<name>/version (a loaded kernel module, e.g. nvidia_peermem)
+  void Module(const std::string& name, const std::string& version) {
+    std::filesystem::create_directories(root_ + "/module/" + name);
+    std::ofstream(root_ + "/module/" + name + "/version") << version << "\n";
+  }
 
  private:
   std::string root_;
