@@ -139,12 +139,23 @@ struct ListenComm {
 // (after a move or a failover), and dropped at deregMr. So a registered
 // buffer is registered once per lane's adapter, never per message. `pins` is
 // guarded by `mu`, taken after the comm's mutex.
+//
+// GPU memory (type NCCL_PTR_CUDA) is registered as such with each lane
+// (Connection::RegisterDeviceMemory): through `dmabuf_fd`, the handle's own
+// duplicate of the fd regMrDmaBuf got (NCCL closes its own), at
+// `dmabuf_offset`, or by peer memory when there is no fd (regMr).
 struct MemHandle {
-  MemHandle(void* c, void* d, size_t n, int t) : comm(c), data(d), size(n), type(t) {}
+  MemHandle(void* c, void* d, size_t n, int t, int fd = -1, uint64_t offset = 0)
+      : comm(c), data(d), size(n), type(t), dmabuf_fd(fd), dmabuf_offset(offset) {}
+  ~MemHandle();
+  MemHandle(const MemHandle&) = delete;
+  MemHandle& operator=(const MemHandle&) = delete;
   void* const comm;
   void* const data;
   const size_t size;
   const int type;
+  const int dmabuf_fd;  // owned; -1: none
+  const uint64_t dmabuf_offset;
   struct Pin {
     std::weak_ptr<const Lane> lane;  // expired: the lane is gone (its address may be reused)
     std::shared_ptr<const void> registration;

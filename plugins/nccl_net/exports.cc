@@ -38,7 +38,7 @@ absl::Status FillCommon(int dev, Props* props) {
   props->name = const_cast<char*>(d.name);
   props->pci_path = nullptr;  // virtual NIC: no PCI function
   props->guid = d.guid;
-  props->ptr_support = kPtrHost;
+  props->ptr_support = d.ptr_support;
   props->reg_is_global = 0;
   props->speed = d.speed_mbps;
   props->port = 0;
@@ -107,11 +107,10 @@ Result Accept(void* listen_comm, void** recv_comm, DeviceHandle**) {
 Result RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   return Edge("regMr", [&] { return P().RegMr(comm, data, size, type, mhandle); });
 }
-Result RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int, void** mhandle) {
-  return Edge("regMrDmaBuf", [&]() -> absl::Status {
-    if (mhandle != nullptr) *mhandle = nullptr;
-    return absl::UnimplementedError("regMrDmaBuf: dma-buf registration is not supported");
-  });
+Result RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                   void** mhandle) {
+  return Edge("regMrDmaBuf",
+              [&] { return P().RegMrDmaBuf(comm, data, size, type, offset, fd, mhandle); });
 }
 Result DeregMr(void* comm, void* mhandle) {
   return Edge("deregMr", [&] { return P().DeregMr(comm, mhandle); });
@@ -154,8 +153,8 @@ Result IrecvV10(void* comm, int n, void** data, size_t* sizes, int* tags, void**
                 void** request) {
   return Edge("irecv", [&] { return P().Irecv(comm, n, data, sizes, tags, mhandles, request); });
 }
-Result Iflush(void* comm, int n, void**, int*, void**, void** request) {
-  return Edge("iflush", [&] { return P().Iflush(comm, n, request); });
+Result Iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  return Edge("iflush", [&] { return P().Iflush(comm, n, data, sizes, mhandles, request); });
 }
 Result Test(void* request, int* done, int* sizes) {
   return Edge("test", [&] { return P().Test(request, done, sizes); });

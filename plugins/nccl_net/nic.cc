@@ -61,6 +61,7 @@ absl::StatusOr<transport::Device*> Nic::device() {
     transport::DeviceOptions o = transport::DeviceOptionsFromSettings();
     o.ifname = spec_nic_.empty() ? ifname_ : "";  // spec names may be symbolic
     o.bind_address = ip_;
+    o.device_receives = device_receives_;
     if (ocs_ && o.stall_timeout == absl::ZeroDuration()) {
       o.stall_timeout = absl::Milliseconds(std::max<int64_t>(0, GetSettings().path_stall_ms));
     }

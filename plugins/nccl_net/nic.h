@@ -29,6 +29,12 @@ class Nic {
   int speed_mbps() const { return speed_mbps_; }
   const std::string& spec_nic() const { return spec_nic_; }
   bool ocs() const { return ocs_; }
+  // Before the first device(): its connections' receives may be GPU memory
+  // (DeviceOptions::device_receives; the plugin with GPUDirect RDMA).
+  void set_device_receives(bool on) {
+    absl::MutexLock lock(&mu_);
+    device_receives_ = on;
+  }
   // The transport device, created on first call. With MIXNET_PROGRESS_CPUS
   // set to a CPU list, its progress thread is pinned to entry index() mod n.
   absl::StatusOr<transport::Device*> device();
@@ -44,6 +50,7 @@ class Nic {
   const bool ocs_;
   absl::Mutex mu_;
   std::unique_ptr<transport::Device> device_ ABSL_GUARDED_BY(mu_);
+  bool device_receives_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One Nic per interface matching the config's filter, in interface order

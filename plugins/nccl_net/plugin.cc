@@ -87,6 +87,7 @@ absl::Status Plugin::InitFabric() {
   self_.spec = SpecFingerprint(spec);
   self_.spec_source = config_.cluster_spec;
   ASSIGN_OR_RETURN(nics_, SpecNics(config_, spec, config_.host));
+  for (auto& n : nics_) n->set_device_receives(cuda_.usable);
   device_count_ = 0;
   for (const auto& n : nics_) device_count_ += n->ocs() ? 0 : 1;
   PathMover::Options mo;
@@ -145,6 +146,18 @@ absl::Status Plugin::Init(nccl_abi::Logger logger) {
   absl::MutexLock lock(&init_mu_);
   if (initialized_) return absl::OkStatus();
   ASSIGN_OR_RETURN(config_, LoadPluginConfig());
+  if (config_.gpu_direct != "off" && config_.transport == "verbs") {
+    // GPUDirect needs a CUDA driver and a GPU; the adapters are asked when
+    // getProperties creates their devices (gpu_direct.h).
+    absl::StatusOr<CudaDriverApi> api = LoadCudaDriver(config_.cuda_driver);
+    if (api.ok()) {
+      cuda_ = ProbeCuda(*api);
+    } else {
+      cuda_.why = std::string(api.status().message());
+    }
+    LogInfo(absl::StrCat("CUDA driver for GPUDirect RDMA: ",
+                         cuda_.usable ? "usable; " : "not usable; ", cuda_.why));
+  }
   next_id_.store(RandomId());
   self_.plugin_version = PluginVersion();
   self_.spec = "none";
@@ -152,6 +165,7 @@ absl::Status Plugin::Init(nccl_abi::Logger logger) {
   std::string mode = "static routes (no cluster spec)";
   if (config_.cluster_spec.empty()) {
     ASSIGN_OR_RETURN(nics_, DiscoverNics(config_));
+    for (auto& n : nics_) n->set_device_receives(cuda_.usable);
     device_count_ = static_cast<int>(nics_.size());
   } else {
     RETURN_IF_ERROR(InitFabric());
@@ -213,7 +227,30 @@ absl::StatusOr<DeviceInfo> Plugin::Properties(int dev) {
   info.max_comms = 65536;
   info.max_recvs = config_.max_recvs;
   info.max_p2p_bytes = size_t{1} << 30;  // NCCL's step cap; test() reports sizes as int
+  ASSIGN_OR_RETURN(GpuDirect g, GpuDirectOf(dev));
+  info.ptr_support = g.ptr_support;
   return info;
+}
+
+absl::StatusOr<GpuDirect> Plugin::GpuDirectOf(int dev) {
+  {
+    absl::MutexLock lock(&gpu_mu_);
+    auto it = gpu_.find(dev);
+    if (it != gpu_.end()) return it->second;
+  }
+  transport::DeviceMemorySupport nic;
+  Nic& n = *nics_[dev];
+  if (config_.gpu_direct != "off" && config_.transport == "verbs" && cuda_.usable) {
+    // Only then is the adapter asked (opening it: the device is made now).
+    ASSIGN_OR_RETURN(transport::Device * d, n.device());
+    nic = d->device_memory();
+  }
+  absl::StatusOr<GpuDirect> g = DecideGpuDirect(config_.gpu_direct, config_.transport, cuda_, nic);
+  if (!g.ok()) return Annotate(g.status(), absl::StrCat("NCCL device ", n.name()));
+  LogInfo(absl::StrCat("NCCL device ", n.name(), ": ", g->why));
+  absl::MutexLock lock(&gpu_mu_);
+  gpu_.emplace(dev, *g);
+  return *g;
 }
 
 absl::Status Plugin::NewContext(void** ctx, uint64_t comm_id, const nccl_abi::CommConfig* config) {

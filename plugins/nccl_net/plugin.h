@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "plugins/nccl_net/comm.h"
+#include "plugins/nccl_net/gpu_direct.h"
 #include "plugins/nccl_net/nccl_net_abi.h"
 #include "plugins/nccl_net/nic.h"
 #include "plugins/nccl_net/path_mover.h"
@@ -36,6 +37,7 @@ struct DeviceInfo {
   int max_comms = 0;
   int max_recvs = 1;
   size_t max_p2p_bytes = 0;
+  int ptr_support = nccl_abi::kPtrHost;  // gpu_direct.h
 };
 
 class Plugin {
@@ -60,6 +62,10 @@ class Plugin {
   absl::Status Accept(void* listen_comm, void** recv_comm);
 
   absl::Status RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
+  // `fd` is NCCL's (closed when the call returns): duplicated for the lanes
+  // the buffer meets later.
+  absl::Status RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle);
   absl::Status DeregMr(void* comm, void* mhandle);
 
   // Leave *request NULL when the comm already holds its maximum of requests.
@@ -67,7 +73,11 @@ class Plugin {
                      void** request);
   absl::Status Irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
                      void** mhandles, void** request);
-  absl::Status Iflush(void* recv_comm, int n, void** request);
+  // GPU receives (NCCL calls it only for those, and only where a flush is
+  // needed): an RDMA read of each through every adapter that may have
+  // written it (transport::Connection::FlushDeviceWrites).
+  absl::Status Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
+                      void** request);
   absl::Status Test(void* request, int* done, int* sizes);
 
   absl::Status CloseSend(void* send_comm);
@@ -93,11 +103,19 @@ class Plugin {
   void AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connection> connection,
                LanePath path);
 
+  // What getProperties reports for device dev (computed on its first call:
+  // it creates the device to ask its adapter).
+  absl::StatusOr<GpuDirect> GpuDirectOf(int dev);
+  absl::Status RegisterHandle(void* comm, std::unique_ptr<MemHandle> m, void** mhandle);
+
   absl::Mutex init_mu_;
   bool initialized_ ABSL_GUARDED_BY(init_mu_) = false;
   // Written once under init_mu_, read-only afterwards (readers check ready_).
   std::atomic<bool> ready_{false};
   PluginConfig config_;
+  CudaProbe cuda_;  // at init, when GPUDirect may be on
+  absl::Mutex gpu_mu_;
+  absl::flat_hash_map<int, GpuDirect> gpu_ ABSL_GUARDED_BY(gpu_mu_);
   // NCCL's devices are nics_[0, device_count_); with a spec the host's OCS
   // NICs follow (reachable only by moving a comm onto a circuit).
   std::vector<std::unique_ptr<Nic>> nics_;

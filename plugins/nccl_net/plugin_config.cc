@@ -68,6 +68,12 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
   }
   c.split_min_bytes = s.nccl_split_min_bytes;
   c.static_demand = s.nccl_static_demand;
+  c.gpu_direct = s.nccl_gpu_direct;
+  if (c.gpu_direct != "auto" && c.gpu_direct != "on" && c.gpu_direct != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_NCCL_GPU_DIRECT=", c.gpu_direct, ": expected auto, on or off"));
+  }
+  c.cuda_driver = s.cuda_driver;
   return c;
 }
 

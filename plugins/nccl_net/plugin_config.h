@@ -32,6 +32,10 @@ struct PluginConfig {
   std::string router = "v2";
   int64_t split_min_bytes = 64 << 10;
   std::string static_demand;
+  // GPUDirect RDMA (gpu_direct.h): MIXNET_NCCL_GPU_DIRECT (auto, on, off)
+  // and the CUDA driver library its probe opens (MIXNET_CUDA_DRIVER).
+  std::string gpu_direct = "auto";
+  std::string cuda_driver = "libcuda.so.1";
 };
 
 // Largest n of a grouped receive the plugin can be configured for.

@@ -4,6 +4,11 @@
 // complete through the failover rules (lane_recovery.h). Threads: NCCL's
 // proxy progress threads (a comm is used by one at a time); the mover thread
 // may hold the comm's mutex meanwhile.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include "absl/strings/str_cat.h"
 #include "plugins/nccl_net/plugin.h"
 #include "plugins/nccl_net/plugin_util.h"
@@ -60,6 +65,14 @@ std::string LaneName(const Lane& lane) {
 
 }  // namespace
 
+MemHandle::~MemHandle() {
+  {
+    absl::MutexLock lock(&mu);
+    pins.clear();  // the registrations go before the fd
+  }
+  if (dmabuf_fd >= 0) close(dmabuf_fd);
+}
+
 absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane) {
   if (m == nullptr || lane == nullptr || lane->connection == nullptr || m->size == 0) {
     return absl::OkStatus();
@@ -74,11 +87,15 @@ absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane) {
   for (const std::unique_ptr<transport::Connection>& s : lane->stripes) {
     if (s != nullptr) conns.push_back(s.get());
   }
+  const bool gpu = m->type == nccl_abi::kPtrCuda;
   for (transport::Connection* conn : conns) {
-    absl::StatusOr<std::shared_ptr<const void>> reg = conn->RegisterMemory(m->data, m->size);
+    absl::StatusOr<std::shared_ptr<const void>> reg =
+        gpu ? conn->RegisterDeviceMemory(m->data, m->size, m->dmabuf_fd, m->dmabuf_offset)
+            : conn->RegisterMemory(m->data, m->size);
     if (!reg.ok()) {
       return Annotate(reg.status(),
-                      absl::StrCat("registering ", m->size, " bytes at 0x",
+                      absl::StrCat("registering ", m->size, gpu ? " bytes of GPU memory" : " bytes",
+                                   " at 0x",
                                    absl::Hex(reinterpret_cast<uintptr_t>(m->data)), " on lane ",
                                    lane->path.Describe(), " (", conn->peer_name(), ")"));
     }
@@ -94,22 +111,42 @@ absl::Status Plugin::RegMr(void* comm, void* data, size_t size, int type, void**
   }
   if (mhandle == nullptr) return NullOut("regMr", "mhandle");
   *mhandle = nullptr;
-  if (type == nccl_abi::kPtrCuda) {
-    return absl::UnimplementedError(
-        "regMr: CUDA memory needs the verbs transport with GPUDirect RDMA, which this plugin "
-        "does not offer yet (ptrSupport is host memory only)");
-  }
-  if (type != nccl_abi::kPtrHost) {
+  if (type != nccl_abi::kPtrHost && type != nccl_abi::kPtrCuda) {
     return absl::InvalidArgumentError(absl::StrCat("regMr: unknown memory type ", type));
   }
   if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMr: NULL buffer");
-  auto m = std::make_unique<MemHandle>(comm, data, size, type);
+  // GPU memory without a dma-buf: peer memory (the lanes' adapters refuse
+  // it, with the reason, when they cannot).
+  return RegisterHandle(comm, std::make_unique<MemHandle>(comm, data, size, type), mhandle);
+}
+
+absl::Status Plugin::RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                                 int fd, void** mhandle) {
+  if (!registry_.Contains(comm, Kind::kSend) && !registry_.Contains(comm, Kind::kRecv)) {
+    return NotLive("regMrDmaBuf", comm, "send or recv comm");
+  }
+  if (mhandle == nullptr) return NullOut("regMrDmaBuf", "mhandle");
+  *mhandle = nullptr;
+  if (type != nccl_abi::kPtrCuda) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regMrDmaBuf: memory type ", type, " (only NCCL_PTR_CUDA comes as a dma-buf)"));
+  }
+  if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMrDmaBuf: NULL buffer");
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("regMrDmaBuf: bad fd ", fd));
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return ErrnoStatus(absl::StrCat("regMrDmaBuf: duplicating fd ", fd), "fcntl", errno);
+  return RegisterHandle(comm, std::make_unique<MemHandle>(comm, data, size, type, own, offset),
+                        mhandle);
+}
+
+absl::Status Plugin::RegisterHandle(void* comm, std::unique_ptr<MemHandle> m, void** mhandle) {
   {
     // Registered now with the lanes the comm has (and later with others).
     auto* c = static_cast<Comm*>(comm);
     absl::MutexLock lock(&c->mu);
-    RETURN_IF_ERROR(Annotate(PinOnLane(m.get(), c->lane), "regMr"));
-    RETURN_IF_ERROR(Annotate(PinOnLane(m.get(), c->home), "regMr"));
+    const char* call = m->dmabuf_fd >= 0 ? "regMrDmaBuf" : "regMr";
+    RETURN_IF_ERROR(Annotate(PinOnLane(m.get(), c->lane), call));
+    RETURN_IF_ERROR(Annotate(PinOnLane(m.get(), c->home), call));
   }
   registry_.Add(m.get(), Kind::kMemory);
   *mhandle = m.release();
@@ -258,10 +295,49 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   return absl::OkStatus();
 }
 
-absl::Status Plugin::Iflush(void* recv_comm, int n, void** request) {
+absl::Status Plugin::Iflush(void* recv_comm, int n, void** data, const int* sizes,
+                            void** mhandles, void** request) {
   if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("iflush", recv_comm, "recv comm");
   if (request == nullptr) return NullOut("iflush", "request");
-  *request = nullptr;  // host memory: nothing to flush
+  *request = nullptr;  // done when this returns: nothing for NCCL to test
+  if (n < 0 || n > config_.max_recvs) {
+    return absl::InvalidArgumentError(absl::StrCat("iflush: n = ", n, " outside 0..maxRecvs"));
+  }
+  if (n == 0 || data == nullptr || sizes == nullptr || mhandles == nullptr) {
+    return absl::OkStatus();
+  }
+  // Every adapter that may have written a GPU receive reads it once: the
+  // lanes its handle is registered with (a striped lane's circuits too).
+  // The reads are local (microseconds), so they are waited for here.
+  std::vector<std::unique_ptr<transport::Request>> reads;
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] <= 0 || mhandles[i] == nullptr) continue;
+    RETURN_IF_ERROR(CheckMemHandle(mhandles[i], "iflush"));
+    auto* m = static_cast<MemHandle*>(mhandles[i]);
+    if (m->type != nccl_abi::kPtrCuda) continue;
+    std::vector<std::shared_ptr<const Lane>> lanes;
+    {
+      absl::MutexLock lock(&m->mu);
+      for (auto& [key, pin] : m->pins) {
+        if (std::shared_ptr<const Lane> l = pin.lane.lock()) lanes.push_back(std::move(l));
+      }
+    }
+    for (const std::shared_ptr<const Lane>& lane : lanes) {
+      std::vector<transport::Connection*> conns{lane->connection.get()};
+      for (const auto& st : lane->stripes) conns.push_back(st.get());
+      for (transport::Connection* c : conns) {
+        if (c == nullptr) continue;
+        absl::StatusOr<std::unique_ptr<transport::Request>> r =
+            c->FlushDeviceWrites(data[i], static_cast<size_t>(sizes[i]));
+        if (!r.ok()) return Annotate(r.status(), absl::StrCat("iflush on ", c->peer_name()));
+        if (*r != nullptr) reads.push_back(*std::move(r));
+      }
+    }
+  }
+  for (auto& r : reads) {
+    absl::Status st = r->Wait(config_.connect_timeout);
+    if (!st.ok()) return Annotate(st, "iflush: the RDMA read that flushes GPU writes");
+  }
   return absl::OkStatus();
 }
 

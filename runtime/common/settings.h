@@ -92,6 +92,12 @@ namespace mixnet {
   X(int64_t, nccl_split_min_bytes, "MIXNET_NCCL_SPLIT_MIN_BYTES", 64 << 10,                      \
     "NCCL plugin, router v2 multipath: the smallest part split over a circuit and EPS "          \
     "(4096..2^30); smaller parts stay whole on the circuit")                                     \
+  X(std::string, nccl_gpu_direct, "MIXNET_NCCL_GPU_DIRECT", "auto",                              \
+    "NCCL plugin over verbs: GPUDirect RDMA (the NIC reads and writes GPU memory): auto "        \
+    "(offer GPU pointers when the probe finds dma-buf or peer memory, else host memory), on "    \
+    "(the same, but init fails with the reason when it finds neither), off (host memory)")       \
+  X(std::string, cuda_driver, "MIXNET_CUDA_DRIVER", "libcuda.so.1",                              \
+    "NCCL plugin: the CUDA driver library its GPUDirect probe opens (dlopen)")                   \
   X(std::string, nccl_static_demand, "MIXNET_NCCL_STATIC_DEMAND", "",                            \
     "NCCL plugin without a controller: JSON demand matrix giving router v2's multipath split")   \
   X(int64_t, nccl_report_ms, "MIXNET_NCCL_REPORT_MS", 1000,                                      \

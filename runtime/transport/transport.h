@@ -102,6 +102,16 @@ class Connection {
         "the connection to ", peer_name(),
         " cannot move GPU memory: its transport copies with the CPU (GPUDirect RDMA needs verbs)"));
   }
+  // Makes what this connection's NIC wrote into registered GPU memory
+  // [buf, buf + len) visible to the GPU before it reads it (NCCL's iflush):
+  // verbs reads a byte of it through the same adapter (a loopback queue
+  // pair), which PCIe orders after the NIC's writes. nullptr: nothing to
+  // wait for (transports that never write GPU memory).
+  virtual absl::StatusOr<std::unique_ptr<Request>> FlushDeviceWrites(const void* buf, size_t len) {
+    (void)buf;
+    (void)len;
+    return std::unique_ptr<Request>();
+  }
 };
 
 // What a device can do with GPU memory (GPUDirect RDMA), probed when it is
@@ -204,6 +214,10 @@ struct DeviceOptions {
   // recently used dropped first). Only on-demand-paging registrations are
   // kept idle; pinned ones are dropped when their last request is done.
   int64_t ib_reg_cache_bytes = int64_t{1} << 30;
+  // Verbs: the default of every connection's ConnectOptions::device_receives
+  // (its receives may be GPU memory), taken only when the adapter can
+  // register GPU memory (device_memory()); the NCCL plugin with GPUDirect.
+  bool device_receives = false;
   // Invoked once per connection that fails.
   FailureCallback on_failure;
   // Stall detection (zero: off). TCP: TCP_USER_TIMEOUT plus keepalive probes

@@ -233,6 +233,34 @@ absl::StatusOr<std::shared_ptr<const void>> VerbsConnection::RegisterDeviceMemor
   return std::shared_ptr<const void>(pin, pin.get());
 }
 
+absl::StatusOr<std::unique_ptr<Request>> VerbsConnection::ReadLocal(const void* buf) {
+  MrRef dev = ctx_->registry().FindDevice(buf, 1);
+  if (!dev.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx_->label(), ": flushing GPU writes at 0x", absl::Hex(reinterpret_cast<uintptr_t>(buf)),
+        ": not registered GPU memory (regMr / regMrDmaBuf it first)"));
+  }
+  auto req = std::make_shared<RequestState>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
+    if (peer_closed_ || closing_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(ctx_->label(), ": flush on a closing loopback connection"));
+    }
+    OutMsg m;
+    m.kind = OutMsg::kRead;
+    m.addr = reinterpret_cast<uintptr_t>(buf);
+    m.rkey = dev.rkey();
+    m.read = req;
+    pending_.push_back(std::move(m));
+    FlushLocked();
+  }
+  ReportFailure();
+  // The registration is the caller's (its regMr handle outlives the flush).
+  return std::make_unique<StateRequest>(req);
+}
+
 void VerbsConnection::QpToErrorLocked() {
   if (qp_ == nullptr) return;
   absl::Status s = qp_->ToError();
@@ -248,6 +276,11 @@ void VerbsConnection::FailRequestsLocked(const absl::Status& st) {
   posted_.clear();
   for (auto& [cookie, t] : rendezvous_) t.recv->req->Complete(st, 0);
   rendezvous_.clear();
+  for (auto& [slot, r] : reads_) r->Complete(st, 0);
+  reads_.clear();
+  for (OutMsg& m : pending_) {
+    if (m.read != nullptr) m.read->Complete(st, 0);
+  }
   pending_.clear();
 }
 

@@ -67,6 +67,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -153,6 +154,11 @@ class VerbsConnection {
   absl::StatusOr<std::shared_ptr<const void>> RegisterDeviceMemory(const void* buf, size_t len,
                                                                    int dmabuf_fd,
                                                                    uint64_t dmabuf_offset);
+  // RDMA-reads one byte of registered GPU memory at `buf` through this
+  // connection's queue pair: on a loopback connection (both ends on this
+  // adapter and protection domain) that orders after every earlier NIC
+  // write into it (Connection::FlushDeviceWrites). Completes with the read.
+  absl::StatusOr<std::unique_ptr<Request>> ReadLocal(const void* buf);
   const std::string& peer_name() const { return peer_name_; }
   absl::Status health() const;
   // Orderly close (the Connection handle's destructor); blocks up to ~4 s.
@@ -206,7 +212,7 @@ class VerbsConnection {
   };
   // Something waiting to be posted, in order.
   struct OutMsg {
-    enum Kind { kEager, kRts, kCts, kNack, kWrite } kind = kEager;
+    enum Kind { kEager, kRts, kCts, kNack, kWrite, kRead } kind = kEager;
     std::shared_ptr<SendOp> op;  // kEager, kRts, kWrite
     uint64_t id = 0;             // kCts, kNack: the sender's id
     uint64_t length = 0;         // kNack: receive capacity
@@ -215,9 +221,11 @@ class VerbsConnection {
     uint32_t rkey = 0;
     uint32_t cookie = 0;
     size_t offset = 0;  // kWrite: bytes already posted
+    std::shared_ptr<RequestState> read;  // kRead: completes with the read
   };
   // Work request ids: kind in the top 4 bits, slot index or send id below.
-  static constexpr uint64_t kWrRecv = 1, kWrSend = 2, kWrWrite = 3, kWrWriteLast = 4;
+  static constexpr uint64_t kWrRecv = 1, kWrSend = 2, kWrWrite = 3, kWrWriteLast = 4,
+                            kWrRead = 5;
   static constexpr int kWrKindShift = 60;
   static constexpr uint64_t kWrLowMask = (uint64_t{1} << kWrKindShift) - 1;
 
@@ -257,6 +265,8 @@ class VerbsConnection {
   bool PostSendLocked(int slot, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Posts a rendezvous write's chunks; true once all are posted.
   bool PostWriteLocked(OutMsg& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts a kRead into a free send slot; false when none is free yet.
+  bool PostReadLocked(OutMsg& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RepostRecvLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails every request with `status` and moves the QP to ERR (flushing).
   void FailLocked(absl::Status status, bool report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -309,12 +319,17 @@ class VerbsConnection {
   size_t unexpected_copied_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in Unexpected::data
   int slots_held_ ABSL_GUARDED_BY(mu_) = 0;            // receive slots holding messages
   absl::flat_hash_map<uint32_t, WriteTarget> rendezvous_ ABSL_GUARDED_BY(mu_);  // by cookie
+  // Reads in flight (ReadLocal), by send slot.
+  absl::flat_hash_map<int, std::shared_ptr<RequestState>> reads_ ABSL_GUARDED_BY(mu_);
 };
 
 // The Connection handed to callers; closes the connection when destroyed.
 class VerbsConnectionHandle : public Connection {
  public:
-  explicit VerbsConnectionHandle(std::shared_ptr<VerbsConnection> c) : c_(std::move(c)) {}
+  // `flush`: FlushDeviceWrites through the device's loopback connection.
+  using Flusher = std::function<absl::StatusOr<std::unique_ptr<Request>>(const void*, size_t)>;
+  explicit VerbsConnectionHandle(std::shared_ptr<VerbsConnection> c, Flusher flush = nullptr)
+      : c_(std::move(c)), flush_(std::move(flush)) {}
   ~VerbsConnectionHandle() override { c_->Close(); }
   absl::StatusOr<std::unique_ptr<Request>> Isend(const void* buf, size_t len,
                                                  uint64_t tag) override {
@@ -333,9 +348,15 @@ class VerbsConnectionHandle : public Connection {
                                                                    uint64_t dmabuf_offset) override {
     return c_->RegisterDeviceMemory(buf, len, dmabuf_fd, dmabuf_offset);
   }
+  absl::StatusOr<std::unique_ptr<Request>> FlushDeviceWrites(const void* buf,
+                                                             size_t len) override {
+    if (flush_ == nullptr || len == 0) return std::unique_ptr<Request>();
+    return flush_(buf, len);
+  }
 
  private:
   std::shared_ptr<VerbsConnection> c_;
+  Flusher flush_;
 };
 
 }  // namespace mixnet::transport::verbs

@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +53,19 @@ std::string PeerIp(int fd) {
   return buf;
 }
 
+class VerbsDevice;
+
+// The device's loopback connection (both ends on its own adapter), made at
+// the first FlushDeviceWrites: its RDMA reads of GPU memory flush the NIC's
+// writes. Shared with the connections' flushers, which find `device` null
+// once the device is going.
+struct Loopback {
+  absl::Mutex mu;
+  VerbsDevice* device ABSL_GUARDED_BY(mu) = nullptr;
+  std::shared_ptr<VerbsConnection> reader ABSL_GUARDED_BY(mu);
+  std::unique_ptr<Connection> ends[2] ABSL_GUARDED_BY(mu);  // close them on the way out
+};
+
 class VerbsDevice : public Device {
  public:
   VerbsDevice(DeviceOptions options, std::shared_ptr<VerbsContext> ctx,
@@ -62,14 +77,32 @@ class VerbsDevice : public Device {
         poller_(std::move(poller)),
         address_(std::move(address)),
         name_(absl::StrCat("verbs:", ctx_->short_name(), "(", address_.ip, ")")),
-        device_memory_(ProbeDeviceMemory(ctx_->pd(), options_.sysfs_root, ctx_->label())) {}
+        device_memory_(ProbeDeviceMemory(ctx_->pd(), options_.sysfs_root, ctx_->label())),
+        loopback_(std::make_shared<Loopback>()) {
+    absl::MutexLock lock(&loopback_->mu);
+    loopback_->device = this;
+  }
 
-  ~VerbsDevice() override { poller_->Stop(); }
+  ~VerbsDevice() override {
+    std::unique_ptr<Connection> ends[2];
+    {
+      absl::MutexLock lock(&loopback_->mu);
+      loopback_->device = nullptr;
+      loopback_->reader.reset();
+      for (int i = 0; i < 2; ++i) ends[i] = std::move(loopback_->ends[i]);
+    }
+    for (auto& e : ends) e.reset();  // orderly close while the poller runs
+    poller_->Stop();
+  }
 
   std::string kind() const override { return "verbs"; }
   std::string name() const override { return name_; }
   std::string address() const override { return address_.Encode(); }
   absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options) override;
+  // Connect without the handle: the connection itself.
+  absl::StatusOr<std::shared_ptr<VerbsConnection>> Establish(const ConnectOptions& options);
+  // Sets up the loopback connection (l.mu held by the caller).
+  absl::Status MakeLoopback(Loopback& l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(l.mu);
   absl::Status PinProgressThread(int cpu) override { return poller_->Pin(cpu); }
   absl::StatusOr<std::vector<int>> ProgressThreadCpus() override { return poller_->Cpus(); }
   DeviceMemorySupport device_memory() const override { return device_memory_; }
@@ -82,9 +115,59 @@ class VerbsDevice : public Device {
   const VerbsAddress address_;
   const std::string name_;
   const DeviceMemorySupport device_memory_;
+  const std::shared_ptr<Loopback> loopback_;
 };
 
+// Connection::FlushDeviceWrites of every connection of the device.
+absl::StatusOr<std::unique_ptr<Request>> FlushThrough(const std::weak_ptr<Loopback>& weak,
+                                                      const void* buf) {
+  std::shared_ptr<Loopback> l = weak.lock();
+  if (l == nullptr) return absl::FailedPreconditionError("flush after the verbs device closed");
+  absl::MutexLock lock(&l->mu);
+  if (l->device == nullptr) {
+    return absl::FailedPreconditionError("flush after the verbs device closed");
+  }
+  if (l->reader == nullptr || !l->reader->health().ok()) {
+    RETURN_IF_ERROR(l->device->MakeLoopback(*l));
+  }
+  return l->reader->ReadLocal(buf);
+}
+
+absl::Status VerbsDevice::MakeLoopback(Loopback& l) {
+  static std::atomic<uint64_t> next{1};
+  const uint64_t id = (uint64_t{0xF1u} << 56) | next++;  // apart from callers' ids
+  ConnectOptions o;
+  o.remote_address = address();
+  o.connection_id = id;
+  o.peer_name = absl::StrCat(name_, " loopback (GPU write flushes)");
+  o.timeout = absl::Seconds(10);
+  absl::StatusOr<std::shared_ptr<VerbsConnection>> passive;
+  std::thread t([&] {
+    ConnectOptions p = o;
+    p.initiator = false;
+    passive = Establish(p);
+  });
+  o.initiator = true;
+  absl::StatusOr<std::shared_ptr<VerbsConnection>> active = Establish(o);
+  t.join();
+  if (!active.ok()) return Annotate(active.status(), "setting up the loopback for GPU flushes");
+  if (!passive.ok()) return Annotate(passive.status(), "setting up the loopback for GPU flushes");
+  l.reader = *active;
+  l.ends[0] = std::make_unique<VerbsConnectionHandle>(std::move(*active));
+  l.ends[1] = std::make_unique<VerbsConnectionHandle>(std::move(*passive));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOptions& o) {
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsConnection> conn, Establish(o));
+  std::weak_ptr<Loopback> weak = loopback_;
+  return std::unique_ptr<Connection>(new VerbsConnectionHandle(
+      std::move(conn),
+      [weak](const void* buf, size_t) { return FlushThrough(weak, buf); }));
+}
+
+absl::StatusOr<std::shared_ptr<VerbsConnection>> VerbsDevice::Establish(
+    const ConnectOptions& o) {
   const absl::Time deadline = absl::Now() + o.timeout;
   const std::string name = o.peer_name.empty() ? "peer" : o.peer_name;
   std::string what =
@@ -96,7 +179,9 @@ absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOp
   }
   cfg.traffic_class = o.traffic_class >= 0 ? o.traffic_class : ctx_->traffic_class();
   cfg.unexpected_bytes = static_cast<size_t>(options_.ib_unexpected_bytes);
-  cfg.device_receives = o.device_receives;
+  cfg.device_receives =
+      o.device_receives || (options_.device_receives &&
+                            (device_memory_.dmabuf || device_memory_.peer_memory));
   std::shared_ptr<VerbsConnection> conn;
   Fd fd;
   absl::StatusOr<Handshake> theirs;
@@ -170,7 +255,7 @@ absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOp
   poller_->Watch(conn->qpn());
   log::Debug("{}: connected, QP {} -> {} QP {}", name_, conn->qpn(), theirs->qp.name,
              theirs->qp.qpn);
-  return std::unique_ptr<Connection>(new VerbsConnectionHandle(std::move(conn)));
+  return conn;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ const char* WrName(uint64_t kind) {
       return "receive";
     case 2:
       return "send";
+    case 5:
+      return "RDMA read";
     default:
       return "RDMA write";
   }
@@ -36,6 +38,17 @@ void VerbsConnection::OnCompletion(const ibv_wc& wc) {
   } else {
     --send_outstanding_;
     ++sq_free_;
+  }
+  if (kind == kWrRead) {
+    const int slot = static_cast<int>(low);
+    free_slots_.push_back(slot);
+    auto it = reads_.find(slot);
+    if (it != reads_.end() && wc.status == IBV_WC_SUCCESS) {
+      // (A failed one is completed by FailLocked below, with the rest.)
+      std::shared_ptr<RequestState> r = std::move(it->second);
+      reads_.erase(it);
+      r->Complete(absl::OkStatus(), 1);
+    }
   }
   if (kind == kWrSend) {
     const int slot = static_cast<int>(low);
@@ -71,6 +84,7 @@ void VerbsConnection::OnCompletion(const ibv_wc& wc) {
       break;
     case kWrSend:
     case kWrWrite:
+    case kWrRead:
       break;
     case kWrWriteLast: {
       auto it = sends_.find(low);
@@ -356,6 +370,11 @@ void VerbsConnection::FlushLocked() {
       pending_.pop_front();
       continue;
     }
+    if (m.kind == OutMsg::kRead) {
+      if (!PostReadLocked(m)) break;
+      pending_.pop_front();
+      continue;
+    }
     if (credits_ <= 0 || sq_free_ <= 0 || free_slots_.empty()) break;
     const int slot = free_slots_.back();
     free_slots_.pop_back();
@@ -392,6 +411,7 @@ void VerbsConnection::FlushLocked() {
         h.reason = m.reason;
         break;
       case OutMsg::kWrite:
+      case OutMsg::kRead:
         break;
     }
     h.credits = owed_;
@@ -493,6 +513,38 @@ bool VerbsConnection::PostWriteLocked(OutMsg& m) {
     if (last) --credits_;
     m.offset += n;
   }
+  return true;
+}
+
+bool VerbsConnection::PostReadLocked(OutMsg& m) {
+  if (sq_free_ <= 0 || free_slots_.empty()) return false;
+  const int slot = free_slots_.back();
+  free_slots_.pop_back();
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(send_buf_->slot(slot));
+  sge.length = 1;
+  sge.lkey = send_buf_->lkey();
+  ibv_send_wr wr{};
+  wr.wr_id = (kWrRead << kWrKindShift) | static_cast<uint64_t>(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = m.addr;
+  wr.wr.rdma.rkey = m.rkey;
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp_->qp(), &wr, &bad);
+  if (rc != 0) {
+    free_slots_.push_back(slot);
+    m.read->Complete(VerbsError(absl::StrCat(ctx_->label(), " QP ", qpn_, " (loopback)"),
+                                "ibv_post_send(RDMA_READ)", rc),
+                     0);
+    return true;  // dropped from the queue; the connection stays usable
+  }
+  --sq_free_;
+  ++send_outstanding_;
+  ++posts_;
+  reads_[slot] = std::move(m.read);
   return true;
 }
 

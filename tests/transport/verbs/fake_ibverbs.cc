@@ -4,7 +4,7 @@
 // PDs, memory registrations (lkey/rkey checked on every access), completion
 // queues with a completion channel, RC queue pairs with state checks, queue
 // depth limits (work requests count until their completion is polled), SEND,
-// RDMA WRITE and RDMA WRITE WITH IMMEDIATE delivered in order by a "wire"
+// RDMA WRITE, RDMA WRITE WITH IMMEDIATE and RDMA READ delivered in order by a "wire"
 // thread, receiver-not-ready waits, and flushing on ERR. GPU memory: dma-buf
 // registrations (the NIC reaches the pages through the fd, mmapped here) and
 // peer memory (ranges the test maps to a NIC-side view), so a test can give
@@ -111,8 +111,8 @@ struct Rts {
 };
 std::vector<Rts>& g_rtss = *new std::vector<Rts>;
 std::vector<ibv_device*>& g_devices = *new std::vector<ibv_device*>;  // lives until exit
-std::map<uint32_t, FakeQp*> g_qps;
-std::map<uint32_t, FakeMr*> g_mrs;  // by key (lkey == rkey)
+std::map<uint32_t, FakeQp*>& g_qps = *new std::map<uint32_t, FakeQp*>;  // outlive exit (threads)
+std::map<uint32_t, FakeMr*>& g_mrs = *new std::map<uint32_t, FakeMr*>;  // by key (lkey == rkey)
 uint32_t g_next_qpn = 100;
 uint32_t g_next_key = 1000;
 std::atomic<uint64_t> g_rnr{0};
@@ -120,6 +120,7 @@ std::atomic<uint64_t> g_errors{0};
 bool g_dark = false;  // fake_ibverbs_set_dark
 uint64_t g_reg_mr_calls = 0;
 bool g_dmabuf = true;  // fake_ibverbs_set_dmabuf
+uint64_t g_reads = 0;  // RDMA READs delivered
 std::vector<PeerRange>& g_peer = *new std::vector<PeerRange>;
 std::thread* g_wire = nullptr;
 
@@ -221,6 +222,31 @@ bool DeliverOne(FakeQp* q) {
     }
     srcs.push_back(NicPtr(m, g.addr));
     total += g.length;
+  }
+  if (s.opcode == IBV_WR_RDMA_READ) {
+    // The responder's memory into the local SGEs (which need local write).
+    const FakeMr* from =
+        CheckMr(s.rkey, s.remote_addr, total, IBV_ACCESS_REMOTE_READ, peer->qp.pd);
+    if (from == nullptr) {
+      FailHead(q, IBV_WC_REM_ACCESS_ERR);
+      return true;
+    }
+    const uint8_t* src = NicPtr(from, s.remote_addr);
+    for (const ibv_sge& g : s.sges) {
+      const FakeMr* to = CheckMr(g.lkey, g.addr, g.length, IBV_ACCESS_LOCAL_WRITE, q->qp.pd);
+      if (to == nullptr) {
+        FailHead(q, IBV_WC_LOC_PROT_ERR);
+        return true;
+      }
+      std::memcpy(NicPtr(to, g.addr), src, g.length);
+      src += g.length;
+    }
+    ++g_reads;
+    PushCqe(reinterpret_cast<FakeCq*>(q->qp.send_cq),
+            MakeWc(s.wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, q->qp.qp_num,
+                   static_cast<uint32_t>(total)));
+    q->sends.pop_front();
+    return true;
   }
   const bool needs_recv = s.opcode == IBV_WR_SEND || s.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   if (needs_recv && peer->recvs.empty()) {
@@ -442,6 +468,10 @@ void fake_ibverbs_set_dark(int dark) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_dark = dark != 0;
   g_cv.notify_all();
+}
+uint64_t fake_ibverbs_rdma_reads() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_reads;
 }
 void fake_ibverbs_set_dmabuf(int supported) {
   std::lock_guard<std::mutex> lock(g_mu);

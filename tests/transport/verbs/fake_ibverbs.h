@@ -38,4 +38,6 @@ void fake_ibverbs_set_dmabuf(int supported);
 // resolves GPU pages). The CPU's gpu_addr may be inaccessible (PROT_NONE).
 void fake_ibverbs_add_peer_memory(void* gpu_addr, size_t len, void* nic_view);
 void fake_ibverbs_clear_peer_memory();
+// RDMA READs delivered so far.
+uint64_t fake_ibverbs_rdma_reads();
 }

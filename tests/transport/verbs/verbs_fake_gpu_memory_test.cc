@@ -100,6 +100,23 @@ TEST_F(GpuMemoryTest, DmaBufGpuToGpuEverySizeBothOrders) {
   }
   EXPECT_EQ(fake_ibverbs_reg_mr_calls(), regs) << "a message registered registered GPU memory";
   EXPECT_EQ(fake_ibverbs_error_completions(), errors_before_);
+  // NCCL's iflush: one RDMA read of the received GPU buffer through b's own
+  // adapter (a loopback connection, made once), each time.
+  const uint64_t reads = fake_ibverbs_rdma_reads();
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::unique_ptr<Request>> f = b_->FlushDeviceWrites(dst.gpu_at(5), 1000);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_NE(*f, nullptr);
+    ASSERT_TRUE((*f)->Wait(kWait).ok()) << (*f)->status();
+  }
+  EXPECT_EQ(fake_ibverbs_rdma_reads() - reads, 3u);
+  absl::StatusOr<std::unique_ptr<Request>> none = b_->FlushDeviceWrites(dst.gpu(), 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);  // nothing to flush
+  std::vector<uint8_t> host(64);
+  absl::Status bad = b_->FlushDeviceWrites(host.data(), host.size()).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("not registered GPU memory"));
   pin_src->reset();
   pin_dst->reset();
 }
