@@ -11,8 +11,11 @@
 #      then the verbs unit tests,
 #   4. runs bench/device/nccl_plugin.sh with MIXNET_TRANSPORT=verbs: an NCCL
 #      all-to-all between processes on GPU 0 whose every byte goes through our
-#      plugin over verbs (GPU buffers, which NCCL stages through host memory
-#      while the plugin advertises host pointers only),
+#      plugin over verbs, twice: with GPUDirect RDMA required
+#      (MIXNET_NCCL_GPU_DIRECT=on, NCCL_NET_GDR_LEVEL=SYS: the NIC reads and
+#      writes the GPU buffers; skipped with the plugin's reason when neither
+#      dma-buf nor peer memory works) and with it off (NCCL stages the GPU
+#      buffers through host memory),
 #   5. prints what ran, what was skipped and why, one line each on stderr,
 #      and one JSON object on stdout: {"adapter": ..., "ran": [...],
 #      "skipped": [{"what": ..., "why": ...}], "failed": [...]}.
@@ -139,16 +142,23 @@ elif ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 elif [[ ! -f $CUDA/include/nccl.h ]]; then
   skipped "NCCL plugin over verbs" "no NCCL under $CUDA"
 else
-  out=$(mktemp)
-  if MIXNET_TRANSPORT=verbs BUILD_DIR="$BUILD-nccl" CUDA_HOME="$CUDA" \
-    "$ROOT/bench/device/nccl_plugin.sh" >"$out" 2>"$out.err"; then
-    ran "NCCL all-to-all through the plugin over verbs on $ADAPTER: $(head -c 400 "$out")"
-    log "GPU buffers: the plugin advertises host memory only (no GPUDirect yet), so NCCL" \
-      "staged them through host buffers"
-  else
-    tail -30 "$out.err" >&2
-    failed "NCCL all-to-all through the plugin over verbs (see above)"
-  fi
-  rm -f "$out" "$out.err"
+  for gdr in on off; do
+    out=$(mktemp)
+    what="NCCL all-to-all through the plugin over verbs on $ADAPTER, GPUDirect $gdr"
+    if MIXNET_TRANSPORT=verbs MIXNET_NCCL_GPU_DIRECT=$gdr NCCL_NET_GDR_LEVEL=SYS \
+      BUILD_DIR="$BUILD-nccl" CUDA_HOME="$CUDA" \
+      "$ROOT/bench/device/nccl_plugin.sh" >"$out" 2>"$out.err"; then
+      ran "$what: $(head -c 400 "$out")"
+      # What the plugin decided per device, and whether NCCL used GDR.
+      grep -h -o 'NCCL device [^:]*: [^"]*' "$out.err" | sort -u | head -4 >&2 || true
+      grep -h -i -o 'GDRDMA[^"]*' "$out.err" | sort -u | head -2 >&2 || true
+    elif [[ $gdr == on ]] && grep -q 'MIXNET_NCCL_GPU_DIRECT=on, but' "$out.err"; then
+      skipped "$what" "$(grep -h -o 'MIXNET_NCCL_GPU_DIRECT=on, but[^"]*' "$out.err" | head -1)"
+    else
+      tail -30 "$out.err" >&2
+      failed "$what (see above)"
+    fi
+    rm -f "$out" "$out.err"
+  done
 fi
 report
