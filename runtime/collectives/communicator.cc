@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -326,9 +328,16 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     any_dynamic_ |= dynamic_[r];
   }
 
-  // Connect: dial every higher rank first, then accept every lower one, so no
-  // rank waits on a rank that is itself waiting.
+  // Connect: dial every higher rank (in rank order) while a second thread
+  // accepts every lower one (in rank order). Rank 0's dials are each the
+  // first its peer accepts, then rank 1's, and so on, so no rank waits on a
+  // rank that is itself waiting, even on a transport whose dial completes
+  // only when the peer accepts (verbs: the passive end's queue pair is made
+  // by its Connect). Dialling all before accepting any deadlocked verbs with
+  // 3 ranks: 0 -> 1 waits for 1, which waits in 1 -> 2 for 2, which waits to
+  // accept 0.
   peers_.resize(world_size_);
+  std::atomic<int> local_peers{0};
   auto connect_peer = [&](int peer, bool initiator) -> absl::Status {
     const std::vector<router::Path>& paths =
         dynamic_[peer] ? routes_.EpsPathsTo(hosts_[peer]) : routes_.PathsTo(hosts_[peer]);
@@ -345,7 +354,7 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
         c.timeout = o.connect_timeout;
         ASSIGN_OR_RETURN(auto conn, local_device_->Connect(c));
         peers_[peer].push_back(PeerPath{p, std::move(conn)});
-        ++local_peers_;
+        ++local_peers;
         continue;
       }
       auto addr = nic_addresses_[peer].find(p.remote_nic);
@@ -365,8 +374,18 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     }
     return absl::OkStatus();
   };
-  for (int peer = rank_ + 1; peer < world_size_; ++peer) RETURN_IF_ERROR(connect_peer(peer, true));
-  for (int peer = 0; peer < rank_; ++peer) RETURN_IF_ERROR(connect_peer(peer, false));
+  absl::Status accepted;
+  std::thread acceptor([&] {
+    for (int peer = 0; peer < rank_ && accepted.ok(); ++peer) accepted = connect_peer(peer, false);
+  });
+  absl::Status dialed;
+  for (int peer = rank_ + 1; peer < world_size_ && dialed.ok(); ++peer) {
+    dialed = connect_peer(peer, true);
+  }
+  acceptor.join();
+  local_peers_ += local_peers.load();
+  RETURN_IF_ERROR(dialed);
+  RETURN_IF_ERROR(accepted);
 
   // The initial circuits' direct links (the same dial-first order).
   std::vector<DirectLinks> made;

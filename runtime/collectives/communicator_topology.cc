@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <csignal>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/collectives/alltoall_internal.h"
@@ -51,6 +52,7 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
                                          const std::set<std::string>& skip,
                                          std::vector<DirectLinks>* made, absl::Time deadline) {
   made->assign(world_size_, {});
+  absl::Mutex first_mu;
   absl::Status first;
   auto connect_peer = [&](int peer, bool initiator) {
     if (!dynamic_[peer]) return;
@@ -93,12 +95,19 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
       if (!s.ok()) {
         log::Warn("rank {}: direct link to {} not made (EPS carries its bytes): {}", rank_, name,
                   s.ToString());
+        absl::MutexLock lock(&first_mu);
         if (first.ok()) first = s;
       }
     }
   };
+  // Dials to higher ranks and accepts from lower ones at the same time (see
+  // Communicator::Create: a transport whose dial completes only once the
+  // peer accepts would otherwise wait in a cycle).
+  std::thread acceptor([&] {
+    for (int peer = 0; peer < rank_; ++peer) connect_peer(peer, false);
+  });
   for (int peer = rank_ + 1; peer < world_size_; ++peer) connect_peer(peer, true);
-  for (int peer = 0; peer < rank_; ++peer) connect_peer(peer, false);
+  acceptor.join();
   for (DirectLinks& l : *made) {
     std::sort(l.begin(), l.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
   }
