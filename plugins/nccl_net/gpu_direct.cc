@@ -72,8 +72,8 @@ CudaProbe ProbeCuda(const CudaDriverApi& api) {
     uint64_t dptr = 0;
     rc = api.mem_alloc(&dptr, kBytes);
     if (rc != 0) {
-      p.why = absl::StrCat("cuMemAlloc of ", kBytes, " bytes for the dma-buf probe failed (CUresult ",
-                           rc, ")");
+      p.why = absl::StrCat("cuMemAlloc of ", kBytes,
+                           " bytes for the dma-buf probe failed (CUresult ", rc, ")");
       return p;
     }
     int fd = -1;
@@ -121,15 +121,14 @@ absl::StatusOr<GpuDirect> DecideGpuDirect(const std::string& mode, const std::st
   } else if (nic.peer_memory) {
     g.ptr_support |= nccl_abi::kPtrCuda;
     g.gpu_memory = true;
-    g.why = absl::StrCat("GPUDirect RDMA by peer memory (no dma-buf: ",
-                         nic.dmabuf ? cuda.why : nic.why, ")");
+    g.why = absl::StrCat(
+        "GPUDirect RDMA by peer memory (no dma-buf: ", nic.dmabuf ? cuda.why : nic.why, ")");
   } else {
-    g.why = absl::StrCat("host memory: neither dma-buf nor peer memory: ", nic.why, "; CUDA: ",
-                         cuda.why);
+    g.why = absl::StrCat("host memory: neither dma-buf nor peer memory: ", nic.why,
+                         "; CUDA: ", cuda.why);
   }
   if (mode == "on" && !g.gpu_memory) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("MIXNET_NCCL_GPU_DIRECT=on, but ", g.why));
+    return absl::FailedPreconditionError(absl::StrCat("MIXNET_NCCL_GPU_DIRECT=on, but ", g.why));
   }
   return g;
 }

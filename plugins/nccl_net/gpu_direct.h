@@ -18,13 +18,14 @@ namespace mixnet::nccl {
 
 // The CUDA driver calls the probe makes (CUresult is an int, 0 = success).
 struct CudaDriverApi {
-  int (*init)(unsigned int flags) = nullptr;                                  // cuInit
-  int (*device_get_count)(int* count) = nullptr;                              // cuDeviceGetCount
-  int (*device_get_attribute)(int* value, int attribute, int dev) = nullptr;  // cuDeviceGetAttribute
-  int (*ctx_get_current)(void** ctx) = nullptr;                               // cuCtxGetCurrent
-  int (*ctx_get_device)(int* dev) = nullptr;                                  // cuCtxGetDevice
-  int (*mem_alloc)(uint64_t* dptr, size_t bytes) = nullptr;                   // cuMemAlloc_v2
-  int (*mem_free)(uint64_t dptr) = nullptr;                                   // cuMemFree_v2
+  int (*init)(unsigned int flags) = nullptr;      // cuInit
+  int (*device_get_count)(int* count) = nullptr;  // cuDeviceGetCount
+  int (*device_get_attribute)(int* value, int attribute,
+                              int dev) = nullptr;            // cuDeviceGetAttribute
+  int (*ctx_get_current)(void** ctx) = nullptr;              // cuCtxGetCurrent
+  int (*ctx_get_device)(int* dev) = nullptr;                 // cuCtxGetDevice
+  int (*mem_alloc)(uint64_t* dptr, size_t bytes) = nullptr;  // cuMemAlloc_v2
+  int (*mem_free)(uint64_t dptr) = nullptr;                  // cuMemFree_v2
   // cuMemGetHandleForAddressRange
   int (*get_handle_for_address_range)(void* handle, uint64_t dptr, size_t size, int type,
                                       unsigned long long flags) = nullptr;
@@ -49,9 +50,9 @@ struct CudaProbe {
 CudaProbe ProbeCuda(const CudaDriverApi& api);
 
 struct GpuDirect {
-  int ptr_support = 0x1;         // NCCL_PTR_* bits
-  bool gpu_memory = false;       // ptr_support has NCCL_PTR_CUDA
-  std::string why;               // for the log
+  int ptr_support = 0x1;    // NCCL_PTR_* bits
+  bool gpu_memory = false;  // ptr_support has NCCL_PTR_CUDA
+  std::string why;          // for the log
 };
 // `mode`: auto, on or off; `transport`: tcp or verbs. NCCL_PTR_CUDA and
 // NCCL_PTR_DMABUF when the adapter and the driver both do dma-buf;

@@ -155,8 +155,8 @@ absl::Status Plugin::Init(nccl_abi::Logger logger) {
     } else {
       cuda_.why = std::string(api.status().message());
     }
-    LogInfo(absl::StrCat("CUDA driver for GPUDirect RDMA: ",
-                         cuda_.usable ? "usable; " : "not usable; ", cuda_.why));
+    LogInfo(absl::StrCat(
+        "CUDA driver for GPUDirect RDMA: ", cuda_.usable ? "usable; " : "not usable; ", cuda_.why));
   }
   next_id_.store(RandomId());
   self_.plugin_version = PluginVersion();

@@ -93,11 +93,11 @@ absl::Status PinOnLane(MemHandle* m, const std::shared_ptr<Lane>& lane) {
         gpu ? conn->RegisterDeviceMemory(m->data, m->size, m->dmabuf_fd, m->dmabuf_offset)
             : conn->RegisterMemory(m->data, m->size);
     if (!reg.ok()) {
-      return Annotate(reg.status(),
-                      absl::StrCat("registering ", m->size, gpu ? " bytes of GPU memory" : " bytes",
-                                   " at 0x",
-                                   absl::Hex(reinterpret_cast<uintptr_t>(m->data)), " on lane ",
-                                   lane->path.Describe(), " (", conn->peer_name(), ")"));
+      return Annotate(
+          reg.status(),
+          absl::StrCat("registering ", m->size, gpu ? " bytes of GPU memory" : " bytes", " at 0x",
+                       absl::Hex(reinterpret_cast<uintptr_t>(m->data)), " on lane ",
+                       lane->path.Describe(), " (", conn->peer_name(), ")"));
     }
     regs->push_back(*std::move(reg));
   }
@@ -128,8 +128,8 @@ absl::Status Plugin::RegMrDmaBuf(void* comm, void* data, size_t size, int type, 
   if (mhandle == nullptr) return NullOut("regMrDmaBuf", "mhandle");
   *mhandle = nullptr;
   if (type != nccl_abi::kPtrCuda) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("regMrDmaBuf: memory type ", type, " (only NCCL_PTR_CUDA comes as a dma-buf)"));
+    return absl::InvalidArgumentError(absl::StrCat("regMrDmaBuf: memory type ", type,
+                                                   " (only NCCL_PTR_CUDA comes as a dma-buf)"));
   }
   if (data == nullptr && size != 0) return absl::InvalidArgumentError("regMrDmaBuf: NULL buffer");
   if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("regMrDmaBuf: bad fd ", fd));
@@ -295,8 +295,8 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   return absl::OkStatus();
 }
 
-absl::Status Plugin::Iflush(void* recv_comm, int n, void** data, const int* sizes,
-                            void** mhandles, void** request) {
+absl::Status Plugin::Iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
+                            void** request) {
   if (!registry_.Contains(recv_comm, Kind::kRecv)) return NotLive("iflush", recv_comm, "recv comm");
   if (request == nullptr) return NullOut("iflush", "request");
   *request = nullptr;  // done when this returns: nothing for NCCL to test

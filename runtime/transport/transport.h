@@ -248,9 +248,10 @@ class Device {
   }
   // GPU memory support (Connection::RegisterDeviceMemory); none by default.
   virtual DeviceMemorySupport device_memory() const {
-    return DeviceMemorySupport{false, false,
-                               absl::StrCat(name(), ": the ", kind(),
-                                            " transport moves bytes with the CPU (host memory only)")};
+    return DeviceMemorySupport{
+        false, false,
+        absl::StrCat(name(), ": the ", kind(),
+                     " transport moves bytes with the CPU (host memory only)")};
   }
 };
 

@@ -61,7 +61,8 @@ class VerbsCollectives : public ::testing::Test {
 // h0 - h1 with one circuit; the plan splits 2/3 : 1/3 over it and EPS. The
 // circuit connection is killed while 64 MiB move: its pieces are re-sent.
 TEST_F(VerbsCollectives, SplitWithACircuitKilledLosesNothing) {
-  const std::string spec = testing::LoOcsSpec("lo-verbs-split", 2, "  - {switch: s0, ports: [1, 3]}\n");
+  const std::string spec =
+      testing::LoOcsSpec("lo-verbs-split", 2, "  - {switch: s0, ports: [1, 3]}\n");
   std::vector<uint64_t> resent(2), direct(2);
   auto st = RunRanks(2, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
     ASSIGN_OR_RETURN(auto comm, VerbsComm(rank, n, store, spec));

@@ -65,7 +65,8 @@ class PluginGpuTest : public ::testing::Test {
     ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_), abi::kSuccess);
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
     while (send_ == nullptr || recv_ == nullptr) {
-      if (send_ == nullptr) ASSERT_EQ(net_->connect(ctx_, 0, handle, &send_, nullptr), abi::kSuccess);
+      if (send_ == nullptr)
+        ASSERT_EQ(net_->connect(ctx_, 0, handle, &send_, nullptr), abi::kSuccess);
       if (recv_ == nullptr) ASSERT_EQ(net_->accept(listen_, &recv_, nullptr), abi::kSuccess);
       ASSERT_LT(absl::Now(), deadline) << "connect/accept timed out";
       absl::SleepFor(absl::Milliseconds(1));

@@ -49,7 +49,7 @@ struct QpInfo {
   // rendezvous (ConnectOptions::device_receives). A flag bit in the
   // handshake; peers from before it send zero there (host receives).
   bool device_receives = false;
-  std::string name;          // "mlx5_0:1" (at most 47 bytes are sent)
+  std::string name;  // "mlx5_0:1" (at most 47 bytes are sent)
 };
 
 inline constexpr uint32_t kHandshakeMagic = 0x4D585642u;  // "MXVB"

@@ -25,9 +25,9 @@
 // plugin's regMr handle) keeps it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <list>
 #include <map>
 #include <memory>

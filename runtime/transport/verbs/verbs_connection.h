@@ -220,12 +220,11 @@ class VerbsConnection {
     uint64_t addr = 0;           // kCts, kWrite: the target buffer
     uint32_t rkey = 0;
     uint32_t cookie = 0;
-    size_t offset = 0;  // kWrite: bytes already posted
+    size_t offset = 0;                   // kWrite: bytes already posted
     std::shared_ptr<RequestState> read;  // kRead: completes with the read
   };
   // Work request ids: kind in the top 4 bits, slot index or send id below.
-  static constexpr uint64_t kWrRecv = 1, kWrSend = 2, kWrWrite = 3, kWrWriteLast = 4,
-                            kWrRead = 5;
+  static constexpr uint64_t kWrRecv = 1, kWrSend = 2, kWrWrite = 3, kWrWriteLast = 4, kWrRead = 5;
   static constexpr int kWrKindShift = 60;
   static constexpr uint64_t kWrLowMask = (uint64_t{1} << kWrKindShift) - 1;
 
@@ -343,13 +342,11 @@ class VerbsConnectionHandle : public Connection {
   absl::StatusOr<std::shared_ptr<const void>> RegisterMemory(const void* buf, size_t len) override {
     return c_->RegisterMemory(buf, len);
   }
-  absl::StatusOr<std::shared_ptr<const void>> RegisterDeviceMemory(const void* buf, size_t len,
-                                                                   int dmabuf_fd,
-                                                                   uint64_t dmabuf_offset) override {
+  absl::StatusOr<std::shared_ptr<const void>> RegisterDeviceMemory(
+      const void* buf, size_t len, int dmabuf_fd, uint64_t dmabuf_offset) override {
     return c_->RegisterDeviceMemory(buf, len, dmabuf_fd, dmabuf_offset);
   }
-  absl::StatusOr<std::unique_ptr<Request>> FlushDeviceWrites(const void* buf,
-                                                             size_t len) override {
+  absl::StatusOr<std::unique_ptr<Request>> FlushDeviceWrites(const void* buf, size_t len) override {
     if (flush_ == nullptr || len == 0) return std::unique_ptr<Request>();
     return flush_(buf, len);
   }

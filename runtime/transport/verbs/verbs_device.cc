@@ -162,12 +162,10 @@ absl::StatusOr<std::unique_ptr<Connection>> VerbsDevice::Connect(const ConnectOp
   ASSIGN_OR_RETURN(std::shared_ptr<VerbsConnection> conn, Establish(o));
   std::weak_ptr<Loopback> weak = loopback_;
   return std::unique_ptr<Connection>(new VerbsConnectionHandle(
-      std::move(conn),
-      [weak](const void* buf, size_t) { return FlushThrough(weak, buf); }));
+      std::move(conn), [weak](const void* buf, size_t) { return FlushThrough(weak, buf); }));
 }
 
-absl::StatusOr<std::shared_ptr<VerbsConnection>> VerbsDevice::Establish(
-    const ConnectOptions& o) {
+absl::StatusOr<std::shared_ptr<VerbsConnection>> VerbsDevice::Establish(const ConnectOptions& o) {
   const absl::Time deadline = absl::Now() + o.timeout;
   const std::string name = o.peer_name.empty() ? "peer" : o.peer_name;
   std::string what =
@@ -180,8 +178,8 @@ absl::StatusOr<std::shared_ptr<VerbsConnection>> VerbsDevice::Establish(
   cfg.traffic_class = o.traffic_class >= 0 ? o.traffic_class : ctx_->traffic_class();
   cfg.unexpected_bytes = static_cast<size_t>(options_.ib_unexpected_bytes);
   cfg.device_receives =
-      o.device_receives || (options_.device_receives &&
-                            (device_memory_.dmabuf || device_memory_.peer_memory));
+      o.device_receives ||
+      (options_.device_receives && (device_memory_.dmabuf || device_memory_.peer_memory));
   std::shared_ptr<VerbsConnection> conn;
   Fd fd;
   absl::StatusOr<Handshake> theirs;

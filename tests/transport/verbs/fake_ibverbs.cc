@@ -110,7 +110,7 @@ struct Rts {
   int timeout, retry_cnt;
 };
 std::vector<Rts>& g_rtss = *new std::vector<Rts>;
-std::vector<ibv_device*>& g_devices = *new std::vector<ibv_device*>;  // lives until exit
+std::vector<ibv_device*>& g_devices = *new std::vector<ibv_device*>;    // lives until exit
 std::map<uint32_t, FakeQp*>& g_qps = *new std::map<uint32_t, FakeQp*>;  // outlive exit (threads)
 std::map<uint32_t, FakeMr*>& g_mrs = *new std::map<uint32_t, FakeMr*>;  // by key (lkey == rkey)
 uint32_t g_next_qpn = 100;
@@ -225,8 +225,7 @@ bool DeliverOne(FakeQp* q) {
   }
   if (s.opcode == IBV_WR_RDMA_READ) {
     // The responder's memory into the local SGEs (which need local write).
-    const FakeMr* from =
-        CheckMr(s.rkey, s.remote_addr, total, IBV_ACCESS_REMOTE_READ, peer->qp.pd);
+    const FakeMr* from = CheckMr(s.rkey, s.remote_addr, total, IBV_ACCESS_REMOTE_READ, peer->qp.pd);
     if (from == nullptr) {
       FailHead(q, IBV_WC_REM_ACCESS_ERR);
       return true;
@@ -274,10 +273,9 @@ bool DeliverOne(FakeQp* q) {
     ibv_wc rwc =
         MakeWc(r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, peer->qp.qp_num, static_cast<uint32_t>(total));
     if (s.opcode == IBV_WR_SEND) {
-      const FakeMr* slot =
-          total > r.sge.length
-              ? nullptr
-              : CheckMr(r.sge.lkey, r.sge.addr, total, IBV_ACCESS_LOCAL_WRITE, peer->qp.pd);
+      const FakeMr* slot = total > r.sge.length ? nullptr
+                                                : CheckMr(r.sge.lkey, r.sge.addr, total,
+                                                          IBV_ACCESS_LOCAL_WRITE, peer->qp.pd);
       if (slot == nullptr) {
         PushCqe(reinterpret_cast<FakeCq*>(peer->qp.recv_cq),
                 MakeWc(r.wr_id, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, peer->qp.qp_num, 0));
@@ -479,8 +477,8 @@ void fake_ibverbs_set_dmabuf(int supported) {
 }
 void fake_ibverbs_add_peer_memory(void* gpu_addr, size_t len, void* nic_view) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_peer.push_back(PeerRange{reinterpret_cast<uintptr_t>(gpu_addr), len,
-                             static_cast<uint8_t*>(nic_view)});
+  g_peer.push_back(
+      PeerRange{reinterpret_cast<uintptr_t>(gpu_addr), len, static_cast<uint8_t*>(nic_view)});
 }
 void fake_ibverbs_clear_peer_memory() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -660,8 +658,8 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const uint64_t start = offset & ~(uint64_t{page} - 1);
   const size_t map_len = static_cast<size_t>(offset - start) + len;
-  void* map = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   static_cast<off_t>(start));
+  void* map =
+      mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
   if (map == MAP_FAILED) return nullptr;  // errno from mmap
   ++g_reg_mr_calls;
   auto* m = new FakeMr();
