@@ -65,17 +65,26 @@ class PluginGpuTest : public ::testing::Test {
     ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_), abi::kSuccess);
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
     while (send_ == nullptr || recv_ == nullptr) {
-      if (send_ == nullptr)
+      if (send_ == nullptr) {
         ASSERT_EQ(net_->connect(ctx_, 0, handle, &send_, nullptr), abi::kSuccess);
-      if (recv_ == nullptr) ASSERT_EQ(net_->accept(listen_, &recv_, nullptr), abi::kSuccess);
+      }
+      if (recv_ == nullptr) {
+        ASSERT_EQ(net_->accept(listen_, &recv_, nullptr), abi::kSuccess);
+      }
       ASSERT_LT(absl::Now(), deadline) << "connect/accept timed out";
       absl::SleepFor(absl::Milliseconds(1));
     }
   }
   void TearDown() override {
-    if (send_ != nullptr) EXPECT_EQ(net_->close_send(send_), abi::kSuccess);
-    if (recv_ != nullptr) EXPECT_EQ(net_->close_recv(recv_), abi::kSuccess);
-    if (listen_ != nullptr) EXPECT_EQ(net_->close_listen(listen_), abi::kSuccess);
+    if (send_ != nullptr) {
+      EXPECT_EQ(net_->close_send(send_), abi::kSuccess);
+    }
+    if (recv_ != nullptr) {
+      EXPECT_EQ(net_->close_recv(recv_), abi::kSuccess);
+    }
+    if (listen_ != nullptr) {
+      EXPECT_EQ(net_->close_listen(listen_), abi::kSuccess);
+    }
     EXPECT_EQ(net_->finalize(ctx_), abi::kSuccess);
   }
   // One message of `len` bytes from `src` to `dst` on `tag`, both posted,
@@ -95,8 +104,12 @@ class PluginGpuTest : public ::testing::Test {
     }
     int sdone = 0, rdone = 0, ssize = -1, rsize = -1;
     while (!sdone || !rdone) {
-      if (!sdone) ASSERT_EQ(net_->test(sreq, &sdone, &ssize), abi::kSuccess);
-      if (!rdone) ASSERT_EQ(net_->test(rreq, &rdone, &rsize), abi::kSuccess);
+      if (!sdone) {
+        ASSERT_EQ(net_->test(sreq, &sdone, &ssize), abi::kSuccess);
+      }
+      if (!rdone) {
+        ASSERT_EQ(net_->test(rreq, &rdone, &rsize), abi::kSuccess);
+      }
       ASSERT_LT(absl::Now(), deadline) << "len " << len;
     }
     EXPECT_EQ(rsize, static_cast<int>(len));

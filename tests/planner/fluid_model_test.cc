@@ -283,7 +283,9 @@ TEST(RoutingPropertyTest, NeverWorseThanBaselinesAndConservesBytes) {
     EXPECT_EQ(store.completion_s, EvaluateRouting(model, adj, store, 10));
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
-        if (i != j) EXPECT_NEAR(store.at(i, j).total(), m.at(i, j), 1e-9 * (1 + m.at(i, j)));
+        if (i != j) {
+          EXPECT_NEAR(store.at(i, j).total(), m.at(i, j), 1e-9 * (1 + m.at(i, j)));
+        }
       }
     }
     for (int i = 0; i < n; ++i) {
