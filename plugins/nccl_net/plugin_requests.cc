@@ -310,6 +310,8 @@ absl::Status Plugin::Iflush(void* recv_comm, int n, void** data, const int* size
   // lanes its handle is registered with (a striped lane's circuits too).
   // The reads are local (microseconds), so they are waited for here.
   std::vector<std::unique_ptr<transport::Request>> reads;
+  auto* comm = static_cast<Comm*>(recv_comm);
+  absl::ReleasableMutexLock comm_lock(&comm->mu);  // lanes change under it (moves)
   for (int i = 0; i < n; ++i) {
     if (sizes[i] <= 0 || mhandles[i] == nullptr) continue;
     RETURN_IF_ERROR(CheckMemHandle(mhandles[i], "iflush"));
@@ -334,6 +336,7 @@ absl::Status Plugin::Iflush(void* recv_comm, int n, void** data, const int* size
       }
     }
   }
+  comm_lock.Release();
   for (auto& r : reads) {
     absl::Status st = r->Wait(config_.connect_timeout);
     if (!st.ok()) return Annotate(st, "iflush: the RDMA read that flushes GPU writes");
