@@ -51,14 +51,7 @@ const char* kRing =
     "  - {switch: s0, ports: [8, 1]}\n";
 
 router::RoutingPlan Plan(int hosts, const std::function<double(int, int)>& bytes) {
-  router::RoutingPlan p;
-  p.version = 2;
-  p.relay = true;
-  for (int h = 0; h < hosts; ++h) p.hosts.push_back(absl::StrCat("h", h));
-  for (int i = 0; i < hosts; ++i) {
-    for (int j = 0; j < hosts; ++j) p.bytes.push_back(i == j ? 0.0 : bytes(i, j));
-  }
-  return p;
+  return testing::HostPlan(hosts, /*relay=*/true, bytes);
 }
 
 // The line's plan: D each way between h0 and h2, nothing else. Hand-worked
@@ -180,13 +173,8 @@ TEST_P(RelayCut, TheOriginResendsThePieceOverEps) {
     RETURN_IF_ERROR(comm->SetRouting(LinePlan(3.0 * kMiB)));
     std::thread killer;
     if (rank == 1) {
-      killer = std::thread([&] {
-        const absl::Time give_up = absl::Now() + absl::Seconds(20);
-        while (comm->relay_bytes_forwarded() == 0 && absl::Now() < give_up) {
-          absl::SleepFor(absl::Microseconds(50));
-        }
-        comm->TestOnlyKillDirectLink(second_hop ? 2 : 0);
-      });
+      killer = testing::KillDirectLinkWhen(
+          *comm, [&] { return comm->relay_bytes_forwarded() > 0; }, second_hop ? 2 : 0);
     }
     // Only h0 -> h2 carries bytes, so the relay's first forwarded chunk is
     // one of them; 48 MiB: 32 MiB relayed in 128 chunks.

@@ -198,14 +198,8 @@ TEST(SplitRouting, KilledCircuitDuringASplitLosesNothing) {
     RETURN_IF_ERROR(comm->SetRouting(PairPlan(n, 3.0 * kMiB)));
     std::thread killer;
     if (rank == 0) {
-      killer = std::thread([&] {
-        const absl::Time give_up = absl::Now() + absl::Seconds(20);
-        while (!comm->transfer_active() && absl::Now() < give_up) {
-          absl::SleepFor(absl::Microseconds(200));
-        }
-        absl::SleepFor(absl::Milliseconds(5));
-        comm->TestOnlyKillDirectLink(1);
-      });
+      killer = testing::KillDirectLinkWhen(
+          *comm, [&] { return comm->transfer_active(); }, 1, absl::Milliseconds(5));
     }
     absl::Status s = CheckedAlltoallv(*comm, 7, [](int, int) { return (64 * kMiB) + 5; });
     if (killer.joinable()) killer.join();

@@ -35,17 +35,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> VerbsComm(int rank, int n, rendezv
                                 [](CommunicatorOptions& o) { o.transport = "verbs"; });
 }
 
-router::RoutingPlan Plan(int hosts, bool relay, const std::function<double(int, int)>& bytes) {
-  router::RoutingPlan p;
-  p.version = 2;
-  p.relay = relay;
-  for (int h = 0; h < hosts; ++h) p.hosts.push_back(absl::StrCat("h", h));
-  for (int i = 0; i < hosts; ++i) {
-    for (int j = 0; j < hosts; ++j) p.bytes.push_back(i == j ? 0.0 : bytes(i, j));
-  }
-  return p;
-}
-
 class VerbsCollectives : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -66,20 +55,15 @@ TEST_F(VerbsCollectives, SplitWithACircuitKilledLosesNothing) {
   std::vector<uint64_t> resent(2), direct(2);
   auto st = RunRanks(2, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
     ASSIGN_OR_RETURN(auto comm, VerbsComm(rank, n, store, spec));
-    RETURN_IF_ERROR(comm->SetRouting(Plan(2, false, [](int, int) { return 3.0 * kMiB; })));
+    RETURN_IF_ERROR(
+        comm->SetRouting(testing::HostPlan(2, false, [](int, int) { return 3.0 * kMiB; })));
     // A clean call first: the split runs over verbs.
     RETURN_IF_ERROR(CheckedAlltoallv(*comm, 6, [](int, int) { return 3 * kMiB + 7; }));
     direct[rank] = comm->direct_bytes_sent();
     std::thread killer;
     if (rank == 0) {
-      killer = std::thread([&] {
-        const absl::Time give_up = absl::Now() + absl::Seconds(20);
-        while (!comm->transfer_active() && absl::Now() < give_up) {
-          absl::SleepFor(absl::Microseconds(200));
-        }
-        absl::SleepFor(absl::Milliseconds(2));
-        comm->TestOnlyKillDirectLink(1);
-      });
+      killer = testing::KillDirectLinkWhen(
+          *comm, [&] { return comm->transfer_active(); }, 1, absl::Milliseconds(2));
     }
     absl::Status s = CheckedAlltoallv(*comm, 7, [](int, int) { return 64 * kMiB + 5; });
     if (killer.joinable()) killer.join();
@@ -104,18 +88,13 @@ TEST_F(VerbsCollectives, RelayWithTheSecondHopKilledLosesNothing) {
   std::vector<uint64_t> forwarded(3), resent(3);
   auto st = RunRanks(3, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
     ASSIGN_OR_RETURN(auto comm, VerbsComm(rank, n, store, spec));
-    RETURN_IF_ERROR(comm->SetRouting(Plan(3, true, [](int i, int j) {
+    RETURN_IF_ERROR(comm->SetRouting(testing::HostPlan(3, true, [](int i, int j) {
       return (i == 0 && j == 2) || (i == 2 && j == 0) ? 3.0 * kMiB : 0.0;
     })));
     std::thread killer;
     if (rank == 1) {
-      killer = std::thread([&] {
-        const absl::Time give_up = absl::Now() + absl::Seconds(20);
-        while (comm->relay_bytes_forwarded() == 0 && absl::Now() < give_up) {
-          absl::SleepFor(absl::Microseconds(50));
-        }
-        comm->TestOnlyKillDirectLink(2);
-      });
+      killer = testing::KillDirectLinkWhen(
+          *comm, [&] { return comm->relay_bytes_forwarded() > 0; }, 2);
     }
     auto bytes = [](int s, int d) { return s == 0 && d == 2 ? 48 * kMiB : 0; };
     absl::Status s = CheckedAlltoallv(*comm, 7, bytes);

@@ -60,7 +60,8 @@ void MemoryRegistry::PageHull(uintptr_t addr, size_t len, uintptr_t* start, size
   *hull_len = e - s;
 }
 
-MemoryRegistry::Entry* MemoryRegistry::FindLocked(uintptr_t addr, size_t len, bool remote_write) {
+MemoryRegistry::Entry* MemoryRegistry::FindLocked(uintptr_t addr, size_t len, bool remote_write,
+                                                  bool device_only) {
   const uintptr_t end = addr + len;
   auto it = by_addr_.upper_bound(addr);  // first entry starting after addr
   while (it != by_addr_.begin()) {
@@ -70,6 +71,7 @@ MemoryRegistry::Entry* MemoryRegistry::FindLocked(uintptr_t addr, size_t len, bo
     if (e->reg.addr + max_len_ < end) break;
     if (e->reg.addr + e->reg.len < end) continue;
     if (remote_write && !e->reg.remote_write) continue;
+    if (device_only && !e->reg.device) continue;
     // Pinned idle entries are never kept, so every entry here is usable.
     return e;
   }
@@ -101,14 +103,19 @@ absl::StatusOr<MrRef> MemoryRegistry::Acquire(const void* addr, size_t len, bool
   absl::StatusOr<Registration> reg = backend_->Register(start, hull, remote_write);
   if (!reg.ok()) return reg.status();
   absl::MutexLock lock(&mu_);
+  return MrRef(this, InsertLocked(*reg));
+}
+
+MemoryRegistry::Entry* MemoryRegistry::InsertLocked(const Registration& reg) {
   auto e = std::make_unique<Entry>();
-  e->reg = *reg;
+  e->reg = reg;
   e->refs = 1;
   Entry* raw = e.get();
-  by_addr_.emplace(reg->addr, std::move(e));
-  max_len_ = std::max(max_len_, reg->len);
+  by_addr_.emplace(reg.addr, std::move(e));
+  max_len_ = std::max(max_len_, reg.len);
   ++stats_.registrations;
-  return MrRef(this, raw);
+  if (reg.device) device_entries_.fetch_add(1, std::memory_order_relaxed);
+  return raw;
 }
 
 absl::StatusOr<MrRef> MemoryRegistry::AcquireDevice(const void* addr, size_t len, int dmabuf_fd,
@@ -127,34 +134,19 @@ absl::StatusOr<MrRef> MemoryRegistry::AcquireDevice(const void* addr, size_t len
   reg->device = true;
   reg->cacheable = false;
   absl::MutexLock lock(&mu_);
-  auto e = std::make_unique<Entry>();
-  e->reg = *reg;
-  e->refs = 1;
-  Entry* raw = e.get();
-  by_addr_.emplace(reg->addr, std::move(e));
-  max_len_ = std::max(max_len_, reg->len);
-  ++stats_.registrations;
-  device_entries_.fetch_add(1, std::memory_order_relaxed);
-  return MrRef(this, raw);
+  return MrRef(this, InsertLocked(*reg));
 }
 
 MrRef MemoryRegistry::FindDevice(const void* addr, size_t len) {
   if (device_entries_.load(std::memory_order_relaxed) == 0 || addr == nullptr || len == 0) {
     return MrRef();
   }
-  const auto a = reinterpret_cast<uintptr_t>(addr);
   absl::MutexLock lock(&mu_);
-  const uintptr_t end = a + len;
-  auto it = by_addr_.upper_bound(a);
-  while (it != by_addr_.begin()) {
-    --it;
-    Entry* e = it->second.get();
-    if (e->reg.addr + max_len_ < end) break;
-    if (!e->reg.device || e->reg.addr + e->reg.len < end) continue;
-    ++e->refs;  // device entries are never idle
-    return MrRef(this, e);
-  }
-  return MrRef();
+  Entry* e = FindLocked(reinterpret_cast<uintptr_t>(addr), len, /*remote_write=*/false,
+                        /*device_only=*/true);
+  if (e == nullptr) return MrRef();
+  ++e->refs;  // device entries are never idle
+  return MrRef(this, e);
 }
 
 void MemoryRegistry::EraseLocked(Entry* e) {

@@ -149,8 +149,10 @@ class MemoryRegistry {
   friend class MrRef;
   using Entry = RegistryEntry;
   void Release(Entry* e);
-  Entry* FindLocked(uintptr_t addr, size_t len, bool remote_write)
+  Entry* FindLocked(uintptr_t addr, size_t len, bool remote_write, bool device_only = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new entry for `reg`, with one reference.
+  Entry* InsertLocked(const Registration& reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes idle entries beyond the limits; returns them for deregistration.
   void EvictLocked(std::list<Registration>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

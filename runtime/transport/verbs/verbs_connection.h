@@ -267,6 +267,12 @@ class VerbsConnection {
   // Posts a kRead into a free send slot; false when none is free yet.
   bool PostReadLocked(OutMsg& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RepostRecvLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Accounts for one send work request just posted.
+  void PostedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --sq_free_;
+    ++send_outstanding_;
+    ++posts_;
+  }
   // Fails every request with `status` and moves the QP to ERR (flushing).
   void FailLocked(absl::Status status, bool report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PeerClosedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

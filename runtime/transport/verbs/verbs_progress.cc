@@ -459,9 +459,7 @@ bool VerbsConnection::PostSendLocked(int slot, size_t bytes) {
                /*report=*/true);
     return false;
   }
-  --sq_free_;
-  ++send_outstanding_;
-  ++posts_;
+  PostedLocked();
   return true;
 }
 
@@ -507,9 +505,7 @@ bool VerbsConnection::PostWriteLocked(OutMsg& m) {
                  /*report=*/true);
       return false;
     }
-    --sq_free_;
-    ++send_outstanding_;
-    ++posts_;
+    PostedLocked();
     if (last) --credits_;
     m.offset += n;
   }
@@ -541,9 +537,7 @@ bool VerbsConnection::PostReadLocked(OutMsg& m) {
                      0);
     return true;  // dropped from the queue; the connection stays usable
   }
-  --sq_free_;
-  ++send_outstanding_;
-  ++posts_;
+  PostedLocked();
   reads_[slot] = std::move(m.read);
   return true;
 }
