@@ -58,6 +58,10 @@ struct EmulationOptions {
   // "dn<l>" (spine side), both ends shaped to uplink_gbps (needs > 0).
   int leaf_hosts = 0;
   double uplink_gbps = 0;
+  // TOS byte (DSCP << 2) of a strict-priority class on every shaped link
+  // (SetTbf's priority_tos), as switches configured for the transport's
+  // control class (MIXNET_CONTROL_TC) give it; -1: one FIFO per link.
+  int control_tos = -1;
 };
 
 class EmulatedFabric {

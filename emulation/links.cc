@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <linux/fib_rules.h>
+#include <linux/if_ether.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -10,10 +11,15 @@
 #include <netlink/cache.h>
 #include <netlink/errno.h>
 #include <netlink/route/addr.h>
+#include <netlink/route/class.h>
+#include <netlink/route/classifier.h>
+#include <netlink/route/cls/u32.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/bridge.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/fifo.h>
+#include <netlink/route/qdisc/htb.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/route.h>
 #include <netlink/route/rule.h>
@@ -179,8 +185,94 @@ absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms, int queue_frames)
   return p;
 }
 
+namespace {
+
+// The strict-priority queue under a link's tbf (see SetTbf).
+constexpr uint32_t kPrioQdiscMajor = 0x10;
+constexpr uint32_t kPrioClassMinor = 0x10;  // 10:10, prio 0
+constexpr uint32_t kBulkClassMinor = 0x20;  // 10:20, prio 1, the default
+
+absl::Status AddPriorityQueue(netns::NlSocket& sock, int index, const std::string& what,
+                              const TbfParams& p, int tos) {
+  NlPtr<rtnl_qdisc> htb(rtnl_qdisc_alloc());
+  if (!htb) return absl::ResourceExhaustedError("rtnl_qdisc_alloc failed");
+  rtnl_tc_set_ifindex(TC_CAST(htb.get()), index);
+  rtnl_tc_set_parent(TC_CAST(htb.get()), TC_HANDLE(1, 1));  // the tbf's child
+  rtnl_tc_set_handle(TC_CAST(htb.get()), TC_HANDLE(kPrioQdiscMajor, 0));
+  RETURN_IF_ERROR(
+      sock.Error(rtnl_tc_set_kind(TC_CAST(htb.get()), "htb"), what, "rtnl_tc_set_kind(htb)"));
+  RETURN_IF_ERROR(
+      sock.Error(rtnl_htb_set_defcls(htb.get(), kBulkClassMinor), what, "rtnl_htb_set_defcls"));
+  RETURN_IF_ERROR(sock.Error(rtnl_qdisc_add(sock.get(), htb.get(), NLM_F_CREATE), what,
+                             "rtnl_qdisc_add(htb under tbf)"));
+  // Both classes far above the tbf's rate: htb never holds a packet back,
+  // it only picks the priority class first; the tbf sets the pace.
+  const uint64_t rate = std::max<uint64_t>(uint64_t{4} * p.rate_bytes_per_s, 125'000'000);
+  for (const auto& [minor, prio] : {std::pair{kPrioClassMinor, 0u}, {kBulkClassMinor, 1u}}) {
+    NlPtr<rtnl_class> cls(rtnl_class_alloc());
+    if (!cls) return absl::ResourceExhaustedError("rtnl_class_alloc failed");
+    rtnl_tc_set_ifindex(TC_CAST(cls.get()), index);
+    rtnl_tc_set_parent(TC_CAST(cls.get()), TC_HANDLE(kPrioQdiscMajor, 0));
+    rtnl_tc_set_handle(TC_CAST(cls.get()), TC_HANDLE(kPrioQdiscMajor, minor));
+    RETURN_IF_ERROR(
+        sock.Error(rtnl_tc_set_kind(TC_CAST(cls.get()), "htb"), what, "rtnl_tc_set_kind(htb)"));
+    RETURN_IF_ERROR(sock.Error(rtnl_htb_set_rate64(cls.get(), rate), what, "rtnl_htb_set_rate64"));
+    RETURN_IF_ERROR(sock.Error(rtnl_htb_set_ceil64(cls.get(), rate), what, "rtnl_htb_set_ceil64"));
+    RETURN_IF_ERROR(sock.Error(rtnl_htb_set_prio(cls.get(), prio), what, "rtnl_htb_set_prio"));
+    // Buckets of many frames: the tbf hands htb bursts of its own bucket.
+    RETURN_IF_ERROR(sock.Error(rtnl_htb_set_rbuffer(cls.get(), 64 * kFrameBytes), what,
+                               "rtnl_htb_set_rbuffer"));
+    RETURN_IF_ERROR(sock.Error(rtnl_htb_set_cbuffer(cls.get(), 64 * kFrameBytes), what,
+                               "rtnl_htb_set_cbuffer"));
+    // Each class has a priority of its own, so the quantum (the share of
+    // classes of one priority) never matters; set to keep htb from warning.
+    RETURN_IF_ERROR(sock.Error(rtnl_htb_set_quantum(cls.get(), 16 * kFrameBytes), what,
+                               "rtnl_htb_set_quantum"));
+    RETURN_IF_ERROR(sock.Error(rtnl_class_add(sock.get(), cls.get(), NLM_F_CREATE), what,
+                               "rtnl_class_add(htb)"));
+    NlPtr<rtnl_qdisc> fifo(rtnl_qdisc_alloc());
+    if (!fifo) return absl::ResourceExhaustedError("rtnl_qdisc_alloc failed");
+    rtnl_tc_set_ifindex(TC_CAST(fifo.get()), index);
+    rtnl_tc_set_parent(TC_CAST(fifo.get()), TC_HANDLE(kPrioQdiscMajor, minor));
+    rtnl_tc_set_handle(TC_CAST(fifo.get()), TC_HANDLE(kPrioQdiscMajor + minor, 0));
+    RETURN_IF_ERROR(sock.Error(rtnl_tc_set_kind(TC_CAST(fifo.get()), "bfifo"), what,
+                               "rtnl_tc_set_kind(bfifo)"));
+    RETURN_IF_ERROR(
+        sock.Error(rtnl_qdisc_fifo_set_limit(fifo.get(), static_cast<int>(p.limit_bytes)), what,
+                   "rtnl_qdisc_fifo_set_limit"));
+    RETURN_IF_ERROR(sock.Error(rtnl_qdisc_add(sock.get(), fifo.get(), NLM_F_CREATE), what,
+                               "rtnl_qdisc_add(bfifo)"));
+  }
+  // u32 at the IPv4 header: the TOS byte (offset 1) with the ECN bits masked.
+  NlPtr<rtnl_cls> filter(rtnl_cls_alloc());
+  if (!filter) return absl::ResourceExhaustedError("rtnl_cls_alloc failed");
+  rtnl_tc_set_ifindex(TC_CAST(filter.get()), index);
+  rtnl_tc_set_parent(TC_CAST(filter.get()), TC_HANDLE(kPrioQdiscMajor, 0));
+  RETURN_IF_ERROR(
+      sock.Error(rtnl_tc_set_kind(TC_CAST(filter.get()), "u32"), what, "rtnl_tc_set_kind(u32)"));
+  rtnl_cls_set_prio(filter.get(), 1);
+  rtnl_cls_set_protocol(filter.get(), ETH_P_IP);
+  RETURN_IF_ERROR(
+      sock.Error(rtnl_u32_add_key_uint8(filter.get(), static_cast<uint8_t>(tos & 0xfc), 0xfc, 1, 0),
+                 what, "rtnl_u32_add_key_uint8(tos)"));
+  RETURN_IF_ERROR(
+      sock.Error(rtnl_u32_set_classid(filter.get(), TC_HANDLE(kPrioQdiscMajor, kPrioClassMinor)),
+                 what, "rtnl_u32_set_classid"));
+  // A match ends the search with that class (tc's "flowid" sets it too).
+  RETURN_IF_ERROR(
+      sock.Error(rtnl_u32_set_cls_terminal(filter.get()), what, "rtnl_u32_set_cls_terminal"));
+  return sock.Error(rtnl_cls_add(sock.get(), filter.get(), NLM_F_CREATE), what,
+                    "rtnl_cls_add(u32 tos -> priority class)");
+}
+
+}  // namespace
+
 absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps, double burst_ms,
-                    int queue_frames) {
+                    int queue_frames, int priority_tos) {
+  if (priority_tos > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("link ", ifname, ": priority TOS ", priority_tos, " outside 0..255"));
+  }
   ASSIGN_OR_RETURN(const TbfParams p, TbfFor(gbps, burst_ms, queue_frames));
   const std::string what = absl::StrCat("link ", ifname, " tbf ", gbps, " Gbit/s");
   ASSIGN_OR_RETURN(int index, sock.IfIndex(ifname));
@@ -194,8 +286,10 @@ absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps
   rtnl_qdisc_tbf_set_rate(q.get(), static_cast<int>(p.rate_bytes_per_s),
                           static_cast<int>(p.burst_bytes), 0);
   rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(p.limit_bytes));
-  return sock.Error(rtnl_qdisc_add(sock.get(), q.get(), NLM_F_CREATE | NLM_F_REPLACE), what,
-                    "rtnl_qdisc_add(tbf)");
+  RETURN_IF_ERROR(sock.Error(rtnl_qdisc_add(sock.get(), q.get(), NLM_F_CREATE | NLM_F_REPLACE),
+                             what, "rtnl_qdisc_add(tbf)"));
+  if (priority_tos < 0) return absl::OkStatus();
+  return AddPriorityQueue(sock, index, what, p, priority_tos);
 }
 
 absl::StatusOr<std::vector<LinkInfo>> ReadLinks(netns::NlSocket& sock) {
@@ -254,6 +348,8 @@ absl::StatusOr<std::vector<LinkInfo>> ReadLinks(netns::NlSocket& sock) {
     std::string_view k = kind;
     if (k == "ingress") {
       l->ingress_qdisc = true;
+    } else if (k == "htb" && rtnl_tc_get_parent(TC_CAST(q)) == TC_HANDLE(1, 1)) {
+      l->priority_queue = true;
     } else if (k == "tbf" && rtnl_tc_get_parent(TC_CAST(q)) == TC_H_ROOT) {
       l->tbf_rate_bytes_per_s = static_cast<uint32_t>(rtnl_qdisc_tbf_get_rate(q));
       l->tbf_burst_bytes = static_cast<uint32_t>(rtnl_qdisc_tbf_get_rate_bucket(q));

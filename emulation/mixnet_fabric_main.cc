@@ -1,5 +1,6 @@
 // mixnet-fabric: the emulated cluster on network namespaces.
-//   mixnet-fabric up SPEC [--prefix P] [--burst-ms B] [--leaf-hosts N --uplink-gbps G] [--json]
+//   mixnet-fabric up SPEC [--prefix P] [--burst-ms B] [--control-tc TOS]
+//                    [--leaf-hosts N --uplink-gbps G] [--json]
 //   mixnet-fabric down [SPEC] [--prefix P]
 //   mixnet-fabric status [SPEC] [--prefix P] [--json]
 // `up` leaves the fabric running and prints its prefix. `down` and `status`
@@ -139,6 +140,12 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   up->add_option("--tcp-congestion", options.tcp_congestion,
                  "TCP congestion control of the hosts (empty: the machine's)")
+      ->capture_default_str();
+  options.control_tos = 0xb8;
+  up->add_option("--control-tc", options.control_tos,
+                 "TOS byte served from a strict-priority queue on every link (workers mark "
+                 "their control sockets with MIXNET_CONTROL_TC); -1: one FIFO per link")
+      ->check(CLI::Range(-1, 255))
       ->capture_default_str();
   up->add_option("--leaf-hosts", options.leaf_hosts,
                  "oversubscribed EPS: hosts per leaf bridge (0: one non-blocking bridge)")

@@ -93,6 +93,12 @@ int main(int argc, char** argv) {
   app.add_option("--tcp-congestion", o.tcp_congestion,
                  "hosts' TCP congestion control (empty: inherit the machine's)")
       ->capture_default_str();
+  app.add_option("--control-tc", o.control_tos,
+                 "TOS byte of the control class: every link gets a strict-priority queue for it "
+                 "and the workers' control sockets use it (MIXNET_CONTROL_TC); -1: one FIFO per "
+                 "link")
+      ->check(CLI::Range(-1, 255))
+      ->capture_default_str();
   bool no_ssai = false;
   app.add_flag("--no-slow-start-after-idle", no_ssai,
                "hosts keep TCP windows across idle gaps (net.ipv4.tcp_slow_start_after_idle=0)");

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -200,6 +201,9 @@ class Demo {
       eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
       eo.slow_start_after_idle = o_.slow_start_after_idle;
       eo.tcp_congestion = o_.tcp_congestion;
+      eo.control_tos = o_.control_tos;
+      // The workers inherit it: their control sockets use the links' class.
+      setenv("MIXNET_CONTROL_TC", std::to_string(o_.control_tos).c_str(), 1);
       if (kind == FabricKind::kOversub) {
         eo.leaf_hosts = o_.leaf_hosts;
         eo.uplink_gbps = uplink_gbps = oversub_.uplink_gbps;

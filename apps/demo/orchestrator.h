@@ -29,6 +29,9 @@ struct DemoOptions {
   int rto_min_ms = 0;      // hosts' minimum TCP RTO (0: the kernel's 200 ms)
   bool slow_start_after_idle = true;
   std::string tcp_congestion = "cubic";  // hosts' TCP congestion control ("": the machine's)
+  // TOS byte of the control class: every link's strict-priority queue and
+  // the workers' MIXNET_CONTROL_TC (-1: neither; emulation/links.h).
+  int control_tos = 0xb8;
   // oversub: hosts per leaf; its uplinks cost-equal to MixNet at price_gbps
   // under the price file (sim/prices.yaml).
   int leaf_hosts = 4;

@@ -58,6 +58,12 @@ int main(int argc, char** argv) {
   app.add_option("--rto-min-ms", o.rto_min_ms,
                  "hosts' minimum TCP retransmission timeout, ms (0: the kernel's 200 ms)")
       ->capture_default_str();
+  app.add_option("--control-tc", o.control_tos,
+                 "TOS byte of the control class: every link gets a strict-priority queue for it "
+                 "and the workers' control sockets use it (MIXNET_CONTROL_TC); -1: one FIFO per "
+                 "link")
+      ->check(CLI::Range(-1, 255))
+      ->capture_default_str();
   bool no_ssai = false;
   app.add_flag("--no-slow-start-after-idle", no_ssai,
                "hosts keep TCP windows across idle gaps (net.ipv4.tcp_slow_start_after_idle=0)");
@@ -66,6 +72,10 @@ int main(int argc, char** argv) {
                  "deadline of one case's workers (0: from the model's prediction)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per line instead of the table");
+  app.add_option("--link-ends-us", o.link_ends_us,
+                 "workers sample their NICs' counters this often (us) and record when each link "
+                 "moved 99% of its bytes (0: off; figures in the records, with --keep-dir)")
+      ->capture_default_str();
   app.add_flag("--keep-dir", o.keep_dir, "keep the run folder (configs, records)");
 
   std::string config;

@@ -101,7 +101,8 @@ class Launcher {
                     .bytes_per_host = o.bytes_per_host,
                     .warmup = o.warmup,
                     .iters = o.iters,
-                    .relay = o.relay};
+                    .relay = o.relay,
+                    .control_tos = o.control_tos};
   }
 
   absl::Status Run(const std::vector<PlannedCase>& cases) {
@@ -111,6 +112,9 @@ class Launcher {
     eo.tcp_congestion = o_.tcp_congestion;
     eo.slow_start_after_idle = o_.slow_start_after_idle;
     eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
+    eo.control_tos = o_.control_tos;
+    // The workers inherit it: their control sockets use the links' class.
+    setenv("MIXNET_CONTROL_TC", std::to_string(o_.control_tos).c_str(), 1);
     const std::string prefix = o_.prefix.empty() ? absl::StrCat("mxroute", getpid()) : o_.prefix;
     ASSIGN_OR_RETURN(fabric_, emulation::EmulatedFabric::Up(spec_, prefix, eo));
     for (const cluster::HostSpec& h : spec_.hosts) {
@@ -153,6 +157,7 @@ class Launcher {
     w.warmup = o_.warmup;
     w.iters = o_.iters;
     w.seed = o_.seed;
+    w.link_ends_us = o_.link_ends_us;
     std::error_code ec;
     for (const std::string& d : {w.store_dir + "/v1", w.store_dir + "/v2", w.results_dir}) {
       std::filesystem::create_directories(d, ec);

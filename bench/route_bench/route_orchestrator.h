@@ -34,9 +34,13 @@ struct BenchOptions {
   std::string tcp_congestion = "cubic";
   // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace.
   bool slow_start_after_idle = true;
-  int rto_min_ms = 0;      // hosts' minimum TCP RTO (0: the kernel's 200 ms)
+  int rto_min_ms = 0;  // hosts' minimum TCP RTO (0: the kernel's 200 ms)
+  // TOS byte of the control class: the links' strict-priority queue and the
+  // workers' MIXNET_CONTROL_TC (-1: neither).
+  int control_tos = 0xb8;
   int case_timeout_s = 0;  // 0: from the model's prediction
   bool keep_dir = false;   // keep the run folder (worker configs and records)
+  int link_ends_us = 0;    // workers sample their NICs this often for link end times (0: off)
 };
 
 // Exit code: 0 all cases ran, 1 a case failed (the cause on stderr), 2 bad

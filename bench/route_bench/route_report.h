@@ -22,6 +22,7 @@ struct RunInfo {
   int warmup = 0;
   int iters = 0;
   bool relay = false;
+  int control_tos = -1;  // the control class (-1: none)
 };
 
 void PrintPreamble(const RunInfo& info, bool json, std::ostream& out);

@@ -18,6 +18,10 @@ nlohmann::json RecordToJson(const RankRecord& r) {
                       {"retransmits", r.retransmits},
                       {"bytes_bad", r.bytes_bad}};
   if (r.cpu_total > 0) j["cpu"] = {r.cpu_idle, r.cpu_total};
+  for (const auto& [nic, e] : r.link_ends) {
+    j["link_spans"][nic] = {{e.rx.start_ms, e.rx.end_ms, e.rx.bytes},
+                            {e.tx.start_ms, e.tx.end_ms, e.tx.bytes}};
+  }
   return j;
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "apps/demo/counters.h"
+#include "bench/route_bench/link_sampler.h"
 #include "nlohmann/json.hpp"
 
 namespace mixnet::bench {
@@ -32,6 +33,10 @@ struct RankRecord {
   uint64_t retransmits = 0;
   uint64_t bytes_bad = 0;
   uint64_t cpu_idle = 0, cpu_total = 0;  // jiffies, all CPUs (0, 0: not sampled)
+  // When each NIC moved its bytes, ms from the start ("link_spans": {ifname:
+  // [[rx start, rx end, rx bytes], [tx ...]]}, 1% and 99% of the bytes; empty
+  // unless the worker sampled, --link-ends-us).
+  std::map<std::string, LinkEnd> link_ends;
 };
 nlohmann::json RecordToJson(const RankRecord& r);
 // InvalidArgument naming the missing or mistyped field.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "apps/demo/counters.h"
 #include "apps/demo/exchange.h"
+#include "bench/route_bench/link_sampler.h"
 #include "bench/route_bench/route_results.h"
 #include "nlohmann/json.hpp"
 #include "runtime/collectives/alltoall.h"
@@ -23,17 +24,12 @@
 namespace mixnet::bench {
 
 std::string WorkerConfig::ToJson() const {
-  return nlohmann::json{{"case", case_name},
-                        {"spec", spec_path},
-                        {"store_dir", store_dir},
-                        {"results_dir", results_dir},
-                        {"hosts", hosts},
-                        {"bytes", bytes},
-                        {"relay", relay},
-                        {"warmup", warmup},
-                        {"iters", iters},
-                        {"timeout_ms", timeout_ms},
-                        {"seed", seed}}
+  return nlohmann::json{{"case", case_name},      {"spec", spec_path},
+                        {"store_dir", store_dir}, {"results_dir", results_dir},
+                        {"hosts", hosts},         {"bytes", bytes},
+                        {"relay", relay},         {"warmup", warmup},
+                        {"iters", iters},         {"timeout_ms", timeout_ms},
+                        {"seed", seed},           {"link_ends_us", link_ends_us}}
       .dump();
 }
 
@@ -56,6 +52,7 @@ absl::StatusOr<WorkerConfig> WorkerConfig::Load(const std::string& path) {
     c.iters = j.at("iters").get<int>();
     c.timeout_ms = j.at("timeout_ms").get<int64_t>();
     c.seed = j.at("seed").get<uint64_t>();
+    c.link_ends_us = j.value("link_ends_us", 0);
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("worker config ", path, ": ", e.what()));
   }
@@ -95,12 +92,21 @@ class RouteWorker {
         ASSIGN_OR_RETURN(const auto nics0, demo::ReadNicCounters(nics_));
         ASSIGN_OR_RETURN(const uint64_t re0, demo::ReadTcpRetransmits());
         ASSIGN_OR_RETURN(const demo::CpuTimes cpu0, demo::ReadCpuTimes());
+        std::unique_ptr<LinkSampler> sampler;
+        if (c_.link_ends_us > 0) {
+          sampler =
+              std::make_unique<LinkSampler>(nics_, std::chrono::microseconds(c_.link_ends_us));
+          RETURN_IF_ERROR(sampler->Start());
+        }
         const Clock::time_point t0 = Clock::now();
         RETURN_IF_ERROR(Annotate(collectives::Alltoallv(comm, a),
                                  absl::StrCat(comm.router(), " iteration ", it)));
         RankRecord r;
         r.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         RETURN_IF_ERROR(collectives::Barrier(comm));
+        if (sampler) {  // after the barrier: every rank's bytes have moved
+          ASSIGN_OR_RETURN(r.link_ends, sampler->Stop());
+        }
         ASSIGN_OR_RETURN(const auto nics1, demo::ReadNicCounters(nics_));
         ASSIGN_OR_RETURN(const uint64_t re1, demo::ReadTcpRetransmits());
         ASSIGN_OR_RETURN(const demo::CpuTimes cpu1, demo::ReadCpuTimes());

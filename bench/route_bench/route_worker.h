@@ -33,6 +33,7 @@ struct WorkerConfig {
   int iters = 5;
   int64_t timeout_ms = 60000;  // every collective and the rendezvous
   uint64_t seed = 1;           // payload
+  int link_ends_us = 0;        // LinkSampler period (0: no link end times)
 
   std::string ToJson() const;
   static absl::StatusOr<WorkerConfig> Load(const std::string& path);

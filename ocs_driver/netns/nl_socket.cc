@@ -11,6 +11,7 @@
 #include <netlink/netlink.h>
 #include <netlink/route/action.h>
 #include <netlink/route/addr.h>
+#include <netlink/route/class.h>
 #include <netlink/route/classifier.h>
 #include <netlink/route/link.h>
 #include <netlink/route/qdisc.h>
@@ -37,6 +38,7 @@ namespace mixnet::netns {
 void NlDeleter::operator()(nl_cache* p) const { nl_cache_free(p); }
 void NlDeleter::operator()(rtnl_link* p) const { rtnl_link_put(p); }
 void NlDeleter::operator()(rtnl_qdisc* p) const { rtnl_qdisc_put(p); }
+void NlDeleter::operator()(rtnl_class* p) const { rtnl_class_put(p); }
 void NlDeleter::operator()(rtnl_cls* p) const { rtnl_cls_put(p); }
 void NlDeleter::operator()(rtnl_act* p) const { rtnl_act_put(p); }
 void NlDeleter::operator()(rtnl_addr* p) const { rtnl_addr_put(p); }

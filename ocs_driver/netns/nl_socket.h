@@ -16,6 +16,7 @@ struct nl_sock;
 struct nl_cache;
 struct rtnl_link;
 struct rtnl_qdisc;
+struct rtnl_class;
 struct rtnl_cls;
 struct rtnl_act;
 struct rtnl_addr;
@@ -31,6 +32,7 @@ struct NlDeleter {
   void operator()(nl_cache* p) const;
   void operator()(rtnl_link* p) const;
   void operator()(rtnl_qdisc* p) const;
+  void operator()(rtnl_class* p) const;
   void operator()(rtnl_cls* p) const;
   void operator()(rtnl_act* p) const;
   void operator()(rtnl_addr* p) const;

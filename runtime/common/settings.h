@@ -68,6 +68,11 @@ namespace mixnet {
     "verbs: traffic class (GRH TClass, DSCP << 2) of RoCE/global queue pairs, 0..255; NCCL's "   \
     "per-communicator class wins when it passes one")                                            \
   X(int64_t, ib_sl, "MIXNET_IB_SL", 0, "verbs: InfiniBand service level of queue pairs, 0..15")  \
+  X(int64_t, control_tc, "MIXNET_CONTROL_TC", -1,                                                \
+    "TCP: traffic class (IPv4 TOS byte, DSCP << 2) of each connection's control socket (the "    \
+    "rendezvous go-ahead, announcements, small messages), 0..255, so that switches with a "      \
+    "strict-priority queue for it pass them ahead of bulk data (as NCCL_IB_FIFO_TC); -1: the "   \
+    "data's class. Only with two or more sockets per connection")                                \
   X(int64_t, ib_unexpected_bytes, "MIXNET_IB_UNEXPECTED_BYTES", 4 << 20,                         \
     "verbs: eager payload (messages up to 8144 bytes) a connection copies for receives not yet " \
     "posted; beyond it they wait in their receive slots and the sender waits for credits. "      \

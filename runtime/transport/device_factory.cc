@@ -49,6 +49,7 @@ DeviceOptions DeviceOptionsFromSettings() {
   o.ib_port = static_cast<int>(s.ib_port);
   o.ib_gid_index = static_cast<int>(s.ib_gid_index);
   o.ib_tc = static_cast<int>(s.ib_tc);
+  o.control_tos = static_cast<int>(s.control_tc);
   o.ib_sl = static_cast<int>(s.ib_sl);
   o.ib_unexpected_bytes = s.ib_unexpected_bytes;
   o.ib_reg_cache_bytes = s.ib_reg_cache_bytes;

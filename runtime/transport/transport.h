@@ -205,6 +205,13 @@ struct DeviceOptions {
   std::string sysfs_root = "/sys";
   int ib_tc = 0;  // traffic class of global (RoCE) queue pairs, 0..255
   int ib_sl = 0;  // service level, 0..15
+  // TCP: the IPv4 TOS byte of socket 0 of connections with two or more
+  // sockets (it carries the control frames and small messages, never
+  // chunks), so that a switch with a strict-priority queue for that class
+  // passes them ahead of the bulk queue; -1: the connection's own class.
+  // Verbs and the intra-host transport ignore it (verbs' control messages
+  // share the data's queue pair).
+  int control_tos = -1;
   // Eager payload one connection holds in copies for receives not yet posted;
   // beyond it such messages wait in their receive slots and the sender is
   // held back by credits (verbs_connection.h). Rendezvous messages hold no

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "apps/demo/fabric_spec.h"
+#include "bench/route_bench/link_sampler.h"
 #include "bench/route_bench/route_cases.h"
 #include "bench/route_bench/route_plan.h"
 #include "bench/route_bench/route_results.h"
@@ -198,6 +199,29 @@ TEST(RouteBenchResults, Verdicts) {
   const Verdicts good = Judge({Fig("partner-0.5", 100, 84, 90, 0.9)});
   EXPECT_TRUE(good.gain_met && good.no_regression && good.link_bound && !good.cpu_bound);
   EXPECT_TRUE(good.model_met);  // 100 / 90 - 1 = +11%, 84 / 90 - 1 = -6.7%
+}
+
+// Samples at 0, 10, 20, 30 ms of a counter that moves 0, 100, 100, 200
+// bytes: 1% (2 bytes) is crossed at 0.2 ms, 99% (198 bytes) at 29.8 ms; the
+// other direction never moves.
+TEST(RouteBenchLinkSampler, SpansInterpolateBetweenSamples) {
+  const std::vector<double> t = {0, 10, 20, 30};
+  std::vector<demo::ByteCounters> c(4);
+  const uint64_t rx[] = {1000, 1100, 1200, 1200};  // 0, 100, 200, 200 moved
+  const uint64_t tx[] = {500, 600, 600, 700};      // 0, 100, 100, 200 moved
+  for (int i = 0; i < 4; ++i) c[i] = demo::ByteCounters{rx[i], tx[i]};
+  const LinkEnd e = EndOf(t, c);
+  EXPECT_NEAR(e.tx.start_ms, 0.2, 1e-9);
+  EXPECT_NEAR(e.tx.end_ms, 29.8, 1e-9);
+  EXPECT_EQ(e.tx.bytes, 200u);
+  EXPECT_NEAR(e.rx.start_ms, 0.2, 1e-9);  // 2 of the 100 of the first 10 ms
+  EXPECT_NEAR(e.rx.end_ms, 19.8, 1e-9);   // 198: 98 of the 100 of 10..20 ms
+  EXPECT_EQ(e.rx.bytes, 200u);
+  std::vector<demo::ByteCounters> idle(4, demo::ByteCounters{7, 7});
+  const LinkEnd none = EndOf(t, idle);
+  EXPECT_EQ(none.rx.end_ms, 0);
+  EXPECT_EQ(none.tx.bytes, 0u);
+  EXPECT_EQ(TimeOfShare({0}, {5}, 0.5), 0);  // one sample: nothing moved
 }
 
 }  // namespace

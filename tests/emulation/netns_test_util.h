@@ -37,7 +37,7 @@ namespace mixnet::testing {
 // Stems of the prefixes the emulation tests use (UniquePrefix below).
 inline constexpr const char* kTestPrefixStems[] = {
     "ef",    "dn",   "cr",  "ds",   "dup", "bad",  "half", "cli",   "ocst",  "mxprobe", "a2af",
-    "ncclf", "ncce", "cut", "rcfg", "ctl", "demo", "rate", "split", "tcpbd", "rbench"};
+    "ncclf", "ncce", "cut", "rcfg", "ctl", "demo", "rate", "split", "tcpbd", "rbench",  "ctlc"};
 
 // Removes namespaces left by an earlier test process that crashed: names
 // "<stem><pid>_<n>-..." of a known stem whose pid no longer runs.

@@ -371,18 +371,22 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpDevice::Connect(const ConnectOpti
     accepted_.erase(o.connection_id);
     expected_count_.erase(o.connection_id);
   }
-  for (int fd : fds) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    const int fd = fds[i];
     absl::Status s =
         local_ ? ConfigureLocalSocket(fd, options_.socket_buffer_bytes)
                : ConfigureDataSocket(fd, options_.socket_buffer_bytes, options_.stall_timeout);
     // A traffic class (NCCL's) marks the packets as on RDMA fabrics: the
     // IPv4 TOS byte carries it (DSCP << 2), so switches classify alike.
-    if (s.ok() && !local_ && o.traffic_class >= 0) {
-      const int tos = o.traffic_class;
+    // Socket 0 of a connection with bulk sockets carries only control
+    // frames and small messages: the control class, when one is set.
+    const int tos = i == 0 && fds.size() >= 2 && options_.control_tos >= 0 ? options_.control_tos
+                                                                           : o.traffic_class;
+    if (s.ok() && !local_ && tos >= 0) {
       if (tos > 255) {
         s = absl::InvalidArgumentError(absl::StrCat("traffic class ", tos, " outside 0..255"));
       } else if (setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
-        s = ErrnoStatus("data socket", "setsockopt(IP_TOS)");
+        s = ErrnoStatus(i == 0 ? "control socket" : "data socket", "setsockopt(IP_TOS)");
       }
     }
     if (!s.ok()) {
