@@ -184,6 +184,7 @@ absl::Status DynamicCall::Run(std::vector<DirectLinks> offers,
     d.mine.magic = kHeaderMagic;
     d.mine.sends = a_.send_counts[peer];
     d.mine.expects = a_.recv_counts[peer];
+    d.mine.pull_chunk = static_cast<uint32_t>(comm_.pull_chunk_bytes());
     d.mine.n_links = static_cast<uint32_t>(d.offered.size());
     for (size_t i = 0; i < d.offered.size(); ++i) d.mine.links[i] = d.offered[i]->id();
     Add(Eps0(peer).Isend(&d.mine, sizeof(PairHeader), tag_ + kTagCounts), peer,
@@ -297,16 +298,27 @@ absl::Status DynamicCall::OnHeader(int peer) {
   const std::vector<PeerPath>& eps = comm_.paths_to(peer);
   // Each direction is cut by its sender's weights; relayed bytes are the
   // block's tail.
-  d.recv_pieces = MakePieces(a_.recv_displs[peer], a_.recv_counts[peer] - relayed_in, eps, d.common,
-                             d.theirs.eps_share, PairSplitFirst(me_, peer));
-  d.send_pieces = MakePieces(a_.send_displs[peer], a_.send_counts[peer] - RelayedBytes(d.mine), eps,
-                             d.common, d.mine.eps_share, PairSplitFirst(me_, peer));
-  d.recv_left += d.recv_pieces.size();
+  const uint64_t recv_bytes = a_.recv_counts[peer] - relayed_in;
+  const uint64_t send_bytes = a_.send_counts[peer] - RelayedBytes(d.mine);
+  d.recv_pieces = MakePieces(a_.recv_displs[peer], recv_bytes, eps, d.common, d.theirs.eps_share,
+                             PairSplitFirst(me_, peer));
+  d.send_pieces = MakePieces(a_.send_displs[peer], send_bytes, eps, d.common, d.mine.eps_share,
+                             PairSplitFirst(me_, peer));
+  // Receiver-paced directions (alltoall_pull.cc) re-ask for what a dead
+  // link owed themselves; the others' direct pieces need the receipt.
+  const bool pull_in = PullPaced(recv_bytes, d.recv_pieces.size(), d.mine.pull_chunk);
+  const bool pull_out = PullPaced(send_bytes, d.send_pieces.size(), d.theirs.pull_chunk);
+  d.recv_left += pull_in ? 1 : d.recv_pieces.size();
   for (size_t j : d.relay_in) d.recv_left += relay_in_[j].left;
-  d.receipt_due = !d.common.empty() || !d.relay_in.empty();
-  if (!d.common.empty() || !d.relay_out.empty()) {
+  d.receipt_due = (!d.common.empty() && !pull_in) || !d.relay_in.empty();
+  if ((!d.common.empty() && !pull_out) || !d.relay_out.empty()) {
     Add(Eps0(peer).Irecv(&d.receipt_in, sizeof(Receipt), tag_ + kTagReceipt), peer,
         OpKind::kReceiptRecv);
+  }
+  if (pull_out) StartPullOut(peer, d.send_pieces);
+  if (pull_in) {
+    StartPullIn(peer, d.recv_pieces);
+    d.recv_pieces.clear();
   }
   for (size_t i = 0; i < d.recv_pieces.size(); ++i) {
     const Piece& p = d.recv_pieces[i];
@@ -315,6 +327,7 @@ absl::Status DynamicCall::OnHeader(int peer) {
                : eps[p.eps].connection->Irecv(recv_ + p.offset, p.len, t),
         peer, OpKind::kPieceRecv, static_cast<int>(i), p.len);
   }
+  if (pull_out) d.send_pieces.clear();
   for (size_t i = 0; i < d.send_pieces.size(); ++i) {
     const Piece& p = d.send_pieces[i];
     const uint64_t t = tag_ + kTagPiece + i;
@@ -387,7 +400,11 @@ absl::Status DynamicCall::Handle(size_t index) {
     case OpKind::kForwardSend:
     case OpKind::kRelayRecv:
     case OpKind::kRelayResendSend:
-    case OpKind::kRelayResendRecv: {
+    case OpKind::kRelayResendRecv:
+    case OpKind::kPullAsk:
+    case OpKind::kPullRecv:
+    case OpKind::kPullServe:
+    case OpKind::kPullSend: {
       // Copied: handling posts requests, which may move ops_.
       Op copy;
       copy.peer = op.peer;
@@ -396,6 +413,10 @@ absl::Status DynamicCall::Handle(size_t index) {
       copy.chunk = op.chunk;
       copy.expect = op.expect;
       copy.link = op.link;
+      if (kind == OpKind::kPullAsk || kind == OpKind::kPullRecv || kind == OpKind::kPullServe ||
+          kind == OpKind::kPullSend) {
+        return HandlePull(copy, s, got);
+      }
       RETURN_IF_ERROR(HandleRelay(copy, s, got));
       PumpRelays();
       return absl::OkStatus();

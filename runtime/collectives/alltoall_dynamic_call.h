@@ -6,11 +6,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "runtime/collectives/alltoall.h"
 #include "runtime/collectives/alltoall_internal.h"
 #include "runtime/collectives/communicator.h"
@@ -34,6 +37,10 @@ enum class OpKind {
   kRelayRecv,        // destination: chunk of relay_in_[piece] from its relay
   kRelayResendSend,  // origin -> destination over EPS: relay_out_[piece] again
   kRelayResendRecv,  // destination: relay_in_[piece] again, over EPS
+  kPullAsk,          // receiver: a PullRequest sent on path `piece`
+  kPullRecv,         // receiver: the bytes it asked for on path `piece`
+  kPullServe,        // sender: a PullRequest received on path `piece`
+  kPullSend,         // sender: the bytes asked for, on path `piece`
 };
 
 struct Op {
@@ -42,7 +49,7 @@ struct Op {
   int peer = 0;
   OpKind kind = OpKind::kStaticRecv;
   int piece = -1;
-  size_t chunk = 0;  // relay kinds: chunk index
+  size_t chunk = 0;  // relay kinds: chunk index; pull kinds: offset in the block
   size_t expect = SIZE_MAX;
   std::shared_ptr<DirectLink> link;  // relay kinds: the direct link used (null: EPS)
   bool done = false;
@@ -53,6 +60,42 @@ struct Piece {
   size_t len = 0;
   std::shared_ptr<DirectLink> link;  // null: EPS path `eps`
   size_t eps = 0;
+};
+
+// Receiver-paced pieces (alltoall_pull.cc). One path of a paced direction:
+// a piece's path (its planned share to ask for, in block order), or EPS path
+// 0 added for re-asking what a dead direct link did not deliver.
+struct PullRange {
+  uint64_t offset = 0;  // in the non-relayed part of the block
+  uint64_t len = 0;
+};
+struct PullPath {
+  std::shared_ptr<DirectLink> link;  // null: EPS path `eps`
+  size_t eps = 0;
+  bool may_take = false;       // a direct link with a share: may take over others'
+  bool dead = false;           // its direct link died
+  bool closed = false;         // receiver: END sent; sender: END (or a failure) received
+  std::deque<PullRange> todo;  // receiver: not yet asked for
+  uint64_t todo_bytes = 0;
+  size_t asked = 0;  // asks outstanding
+  uint64_t asked_bytes = 0;
+  uint64_t done_bytes = 0;
+  // Receiver: when its first and last asked pieces arrived, and the bytes
+  // by the first: the rate it delivers is measured between the two.
+  size_t arrivals = 0;
+  uint64_t first_arrival_bytes = 0;
+  absl::Time first_arrival, last_arrival;
+  PullRequest in{};  // sender: the request being received
+};
+struct Pull {
+  bool on = false;
+  uint64_t base = 0;   // the block's displacement in the call's buffer
+  uint64_t total = 0;  // non-relayed bytes
+  uint64_t done = 0;   // receiver: bytes arrived
+  size_t chunk = 0;    // receiver: the smallest piece it asks for
+  bool finished = false;
+  std::vector<PullPath> paths;
+  std::deque<PullRequest> asks;  // receiver: buffers of the requests sent
 };
 
 struct DynPair {
@@ -70,6 +113,8 @@ struct DynPair {
   std::vector<uint32_t> missing;
   Receipt receipt_out{};
   Receipt receipt_in{};
+  Pull pull_in;   // this rank paces the peer's bytes to it
+  Pull pull_out;  // the peer paces this rank's bytes to it
 };
 
 // This rank as the origin of a relay piece: `len` bytes of the block to
@@ -153,6 +198,28 @@ class DynamicCall {
   // The error the call reports for its lost members (a member that died
   // before one that aborted because of it).
   absl::Status LossToReport() const;
+
+  // alltoall_pull.cc
+  // `peer`'s header is in and the direction is paced: sets up the paths of
+  // `d.pull_in` (this rank receives) or `d.pull_out` (this rank sends) from
+  // the pieces, and posts what can go.
+  void StartPullIn(int peer, const std::vector<Piece>& pieces);
+  void StartPullOut(int peer, const std::vector<Piece>& pieces);
+  absl::Status HandlePull(const Op& op, const absl::Status& s, size_t got);
+  // Receiver: asks every path for what it may have; after the last byte,
+  // ends every path and counts the pair's receive as done.
+  void PumpPull(int peer);
+  // Receiver: the next range path `i` asks for, taking over part of a
+  // slower path's share when its own is done; empty when none.
+  std::optional<PullRange> NextPullRange(Pull& p, size_t i);
+  // Receiver: the direct link of path `i` died: its share, and what it had
+  // been asked for, go to EPS.
+  void PullPathDied(int peer, size_t i, const absl::Status& why);
+  // Posts on path's link or EPS connection: a send of `send`, else a
+  // receive into `recv`.
+  absl::StatusOr<std::unique_ptr<transport::Request>> PostPull(int peer, const PullPath& path,
+                                                               const void* send, void* recv,
+                                                               size_t len, uint64_t tag);
 
   // alltoall_relay.cc
   // Before the headers go: picks this rank's relay pieces from the routing

@@ -8,6 +8,9 @@
 //   base + 2              data, static pairs: one piece per fixed path
 //   base + 3              Receipt, dynamic pairs that use direct paths or
 //                         relays: receiver -> sender, on EPS path 0
+//   base + 4              PullRequest, receiver -> sender, on each path of a
+//                         pair the receiver paces (alltoall_pull.cc)
+//   base + 5              the data a PullRequest asked for, on the same path
 //   base + 64 + i         data piece i of a dynamic pair (i < 64), on the
 //                         piece's own path (EPS path or direct link)
 //   base + 128 + i        re-send of piece i over EPS path 0 (i < 64)
@@ -33,6 +36,8 @@ namespace mixnet::collectives::internal {
 inline constexpr uint64_t kTagCounts = 1;
 inline constexpr uint64_t kTagData = 2;
 inline constexpr uint64_t kTagReceipt = 3;
+inline constexpr uint64_t kTagPullRequest = 4;
+inline constexpr uint64_t kTagPullData = 5;
 inline constexpr uint64_t kTagPiece = 64;
 inline constexpr uint64_t kTagResend = 128;
 inline constexpr uint64_t kTagRelayResend = 192;
@@ -66,14 +71,18 @@ struct RelayEntry {
 // intersection is not empty (router v2's weights; 0 under v1): the receiver
 // cuts its pieces by the sender's share, so ends with different routers
 // interoperate. The last sum(relays.len) bytes of the sender's block travel
-// through the relays, in list order (see alltoall_relay.h).
-inline constexpr uint32_t kHeaderMagic = 0x4D584833u;  // "MXH3" (v3: with relays)
+// through the relays, in list order (see alltoall_relay.h). `pull_chunk`:
+// non-zero when the header's sender, as the receiver of the other
+// direction, paces it (alltoall_pull.cc) with pieces of at least that size.
+inline constexpr uint32_t kHeaderMagic = 0x4D584834u;  // "MXH4" (v4: receiver-paced pieces)
 struct PairHeader {
   uint32_t magic;
   uint32_t n_links;
   uint64_t sends;
   uint64_t expects;
   double eps_share;
+  uint32_t pull_chunk;
+  uint32_t reserved;
   uint64_t links[kMaxLinks];
   uint32_t n_relays;
   uint32_t n_forwards;
@@ -114,6 +123,23 @@ size_t RelayChunkLen(uint64_t len, uint32_t chunk, size_t k);
 // Chunks a relay keeps in flight per stream it forwards (within its
 // relay buffer budget, CommunicatorOptions::relay_buffer_bytes).
 inline constexpr size_t kMaxForwardDepth = 8;
+
+// Receiver-paced pieces (alltoall_pull.cc): the receiver asks the sender,
+// on one path, for `len` bytes at `offset` of the non-relayed part of the
+// sender's block, or (end = 1) says that it asks for nothing more on it.
+inline constexpr uint32_t kPullMagic = 0x4D585031u;  // "MXP1"
+struct PullRequest {
+  uint32_t magic;
+  uint32_t end;
+  uint64_t offset;
+  uint64_t len;
+};
+// Asks a path keeps outstanding.
+inline constexpr size_t kPullDepth = 2;
+// Whether a direction of `bytes` (not relayed) cut into `pieces` pieces is
+// paced by its receiver, whose header said `chunk` (0: it does not pace).
+// Both ends decide alike from the headers. Pure.
+bool PullPaced(uint64_t bytes, size_t pieces, uint32_t chunk);
 
 // Receiver -> sender once every original piece receive of the pair (and
 // every relay chunk from the sender) is done: the pieces that did not arrive

@@ -111,6 +111,7 @@ absl::StatusOr<CommunicatorOptions> CommunicatorOptions::FromSettings(int rank, 
   o.router = s.router;
   o.relay_chunk_bytes = static_cast<size_t>(s.relay_chunk_bytes);
   o.relay_buffer_bytes = static_cast<size_t>(s.relay_buffer_bytes);
+  o.pull_chunk_bytes = static_cast<size_t>(std::max<int64_t>(0, s.pull_chunk_bytes));
   o.progress_cpus = s.progress_cpus;
   o.timeout = absl::Milliseconds(s.timeout_ms);
   o.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
@@ -184,6 +185,11 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   }
   relay_chunk_bytes_ = o.relay_chunk_bytes;
   relay_buffer_bytes_ = o.relay_buffer_bytes;
+  if (o.pull_chunk_bytes != 0 && (o.pull_chunk_bytes < 4096 || o.pull_chunk_bytes > (1u << 30))) {
+    return absl::InvalidArgumentError(absl::StrCat("communicator: pull chunk ", o.pull_chunk_bytes,
+                                                   " bytes must be 0 (off) or in [4096, 2^30]"));
+  }
+  pull_chunk_bytes_ = o.pull_chunk_bytes;
   connect_timeout_ = o.connect_timeout;
   const cluster::ClusterSpec& spec = spec_;
   router::Topology topology = o.topology.value_or(router::Topology{0, spec.circuits});

@@ -67,6 +67,10 @@ struct CommunicatorOptions {
   // stream). MIXNET_RELAY_CHUNK_BYTES, MIXNET_RELAY_BUFFER_BYTES.
   size_t relay_chunk_bytes = 256 << 10;
   size_t relay_buffer_bytes = 16 << 20;
+  // Receiver-paced pieces (alltoall_pull.cc): the smallest piece a receiver
+  // asks one of a dynamic pair's paths for; 0: each path carries its planned
+  // share whole. MIXNET_PULL_CHUNK_BYTES.
+  size_t pull_chunk_bytes = 128 << 10;
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
   // CPUs for the devices' progress threads: "auto" (the process's allowed
   // CPUs), a list ("0,2,8-11") or "none" (left to the scheduler). Device k
@@ -171,6 +175,7 @@ class Communicator : public router::TopologyFollower {
   bool relays_planned() const { return relays_planned_.load(); }
   size_t relay_chunk_bytes() const { return relay_chunk_bytes_; }
   size_t relay_buffer_bytes() const { return relay_buffer_bytes_; }
+  size_t pull_chunk_bytes() const { return pull_chunk_bytes_; }
   const std::string& router() const { return router_; }
 
   int rank() const { return rank_; }
@@ -219,12 +224,15 @@ class Communicator : public router::TopologyFollower {
   // it re-sent over EPS because a direct path lost them.
   uint64_t direct_bytes_sent() const { return direct_bytes_sent_.load(); }
   uint64_t pieces_resent() const { return pieces_resent_.load(); }
+  // Pieces this rank asked its peers for as a pacing receiver (alltoall_pull.cc).
+  uint64_t pull_asks() const { return pull_asks_.load(); }
   // Bytes this rank sent to relays for other ranks, and bytes it forwarded
   // as a relay (both also count as direct bytes when on a direct link).
   uint64_t relay_bytes_sent() const { return relay_bytes_sent_.load(); }
   uint64_t relay_bytes_forwarded() const { return relay_bytes_forwarded_.load(); }
   void CountDirectBytes(uint64_t n) { direct_bytes_sent_.fetch_add(n); }
   void CountResent() { pieces_resent_.fetch_add(1); }
+  void CountPullAsk() { pull_asks_.fetch_add(1); }
   void CountRelaySent(uint64_t n) { relay_bytes_sent_.fetch_add(n); }
   void CountRelayForwarded(uint64_t n);
   // Test hook: this process SIGKILLs itself once it has forwarded at least
@@ -287,6 +295,7 @@ class Communicator : public router::TopologyFollower {
   std::string router_ = "v2";
   size_t relay_chunk_bytes_ = 256 << 10;
   size_t relay_buffer_bytes_ = 16 << 20;
+  size_t pull_chunk_bytes_ = 128 << 10;
   cluster::ClusterSpec spec_;
   std::string host_;
   std::vector<std::string> hosts_;
@@ -331,6 +340,7 @@ class Communicator : public router::TopologyFollower {
   std::atomic<bool> links_dirty_{false};
   std::atomic<uint64_t> direct_bytes_sent_{0};
   std::atomic<uint64_t> pieces_resent_{0};
+  std::atomic<uint64_t> pull_asks_{0};
   std::atomic<uint64_t> relay_bytes_sent_{0};
   std::atomic<uint64_t> relay_bytes_forwarded_{0};
   std::atomic<uint64_t> die_after_forwarding_{0};

@@ -35,11 +35,16 @@ std::string Spec(int hosts, const std::string& circuits) {
   return testing::LoOcsSpec("lo-split", hosts, circuits);
 }
 
+// `pull_chunk` 0: each path carries its planned share whole, which is what
+// the weight tests count; the receiver-paced pieces (alltoall_pull.cc) move
+// bytes between paths as loopback's paths happen to run.
 absl::StatusOr<std::unique_ptr<Communicator>> MakeComm(int rank, int world,
                                                        rendezvous::Store& store,
                                                        const std::string& spec_yaml,
-                                                       const std::string& router) {
-  return testing::MakeLoOcsComm(rank, world, store, spec_yaml, router);
+                                                       const std::string& router,
+                                                       size_t pull_chunk = 0) {
+  return testing::MakeLoOcsComm(rank, world, store, spec_yaml, router,
+                                [&](CommunicatorOptions& o) { o.pull_chunk_bytes = pull_chunk; });
 }
 
 // The plan's demand: `d` bytes each way between h0-h1 and h2-h3 (the pairs the
@@ -189,12 +194,15 @@ TEST(SplitRouting, BadPlansAreRefusedAndTheRoutingKept) {
 }
 
 // A circuit killed while a split transfer runs: its pieces are re-sent over
-// EPS, every byte checked, and the next call works.
-TEST(SplitRouting, KilledCircuitDuringASplitLosesNothing) {
+// EPS (fixed pieces: after the receipt; receiver-paced: asked for again at
+// once), every byte checked, and the next call works.
+class KilledCircuit : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(KilledCircuit, DuringASplitLosesNothing) {
   const std::string spec = Spec(2, "  - {switch: s0, ports: [1, 3]}\n");
   std::vector<uint64_t> resent(2);
   auto st = RunRanks(2, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
-    ASSIGN_OR_RETURN(auto comm, MakeComm(rank, n, store, spec, "v2"));
+    ASSIGN_OR_RETURN(auto comm, MakeComm(rank, n, store, spec, "v2", GetParam()));
     RETURN_IF_ERROR(comm->SetRouting(PairPlan(n, 3.0 * kMiB)));
     std::thread killer;
     if (rank == 0) {
@@ -213,6 +221,10 @@ TEST(SplitRouting, KilledCircuitDuringASplitLosesNothing) {
   EXPECT_GT(resent[0] + resent[1], 0u) << "nothing was re-sent over EPS";
   std::cout << "pieces re-sent over EPS: " << resent[0] << " + " << resent[1] << "\n";
 }
+INSTANTIATE_TEST_SUITE_P(SplitRouting, KilledCircuit, ::testing::Values(0, 128 << 10),
+                         [](const auto& info) {
+                           return std::string(info.param == 0 ? "FixedPieces" : "ReceiverPaced");
+                         });
 
 // SplitPair, hand-worked.
 TEST(SplitPair, CutsByTheSendersShare) {

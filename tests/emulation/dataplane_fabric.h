@@ -80,8 +80,11 @@ class DataplaneFabricTest : public ::testing::Test {
 
   // A communicator for `rank` on host h<rank> running `router`, created on
   // the calling thread after it entered the host's namespace.
+  // `pull_chunk`: CommunicatorOptions::pull_chunk_bytes (0: each path
+  // carries its planned share whole).
   absl::StatusOr<std::unique_ptr<collectives::Communicator>> Join(
-      int rank, int world, rendezvous::Store& store, const std::string& router = "v2") {
+      int rank, int world, rendezvous::Store& store, const std::string& router = "v2",
+      size_t pull_chunk = collectives::CommunicatorOptions{}.pull_chunk_bytes) {
     const std::string host = absl::StrCat("h", rank);
     RETURN_IF_ERROR(EnterNamespace(fabric_->HostNamespace(host)));
     collectives::CommunicatorOptions o = TestOptions(rank, world, &store);
@@ -90,6 +93,7 @@ class DataplaneFabricTest : public ::testing::Test {
     o.host = host;
     o.router = router;
     o.device_options.stall_timeout = absl::Seconds(1);
+    o.pull_chunk_bytes = pull_chunk;
     return collectives::Communicator::Create(std::move(o));
   }
 

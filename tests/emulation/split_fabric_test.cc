@@ -55,7 +55,8 @@ class SplitFabricTest : public DataplaneFabricTest {
     };
     auto statuses =
         RunRanks(kWorld, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
-          ASSIGN_OR_RETURN(auto comm, Join(rank, world, store, router));
+          // Fixed pieces: the counters are to show the plan's weights.
+          ASSIGN_OR_RETURN(auto comm, Join(rank, world, store, router, 0));
           if (plan) {
             router::RoutingPlan p;
             p.hosts = {"h0", "h1", "h2", "h3"};
