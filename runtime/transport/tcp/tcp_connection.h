@@ -46,6 +46,10 @@
 // that have not started (see Queue), and socket 0 keeps at most chunk_bytes
 // of unsent data in the kernel (TCP_NOTSENT_LOWAT), the rest waiting in our
 // queue where a control frame can pass it. bench/tcp_bidir measures both.
+// What the kernel and the link queue hold is passed only in the network:
+// with DeviceOptions::control_tos socket 0 carries a traffic class of its
+// own, which switches with a strict-priority queue for it (the emulated
+// cluster's links, emulation/links.h) send ahead of the bulk sockets' data.
 //
 // Local transport (both ends on one host, a Unix socket): a matched RTS that
 // came with a PULL address is copied by the receiver straight from the
