@@ -99,10 +99,8 @@ absl::Status Alltoallv(Communicator& comm, const AlltoallvArgs& a) {
                      " bytes to itself but expects ", a.recv_counts[me]));
   }
   const uint64_t tag = comm.NextCollectiveTag();
-  // Pairs that circuits may join agree on their direct paths per call, and
-  // pairs with several paths may be paced by their receivers: both start
-  // with a header (alltoall_dynamic.cc).
-  if (comm.any_headered()) return internal::AlltoallvDynamic(comm, a, tag);
+  // Pairs that circuits may join agree on their direct paths per call.
+  if (comm.any_dynamic()) return internal::AlltoallvDynamic(comm, a, tag);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
 

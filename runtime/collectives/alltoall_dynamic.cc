@@ -1,11 +1,8 @@
-// alltoallv for a communicator with headered pairs (Communicator::headered:
-// pairs that circuits may join, and pairs with two or more fixed paths,
-// whose receiver may pace them). Runs on the communicator's caller thread.
+// alltoallv for a communicator with dynamic pairs (pairs that circuits may
+// join; see communicator.h). Runs on the communicator's caller thread.
 //
-// Other pairs (one fixed path, no circuits) use the one-phase protocol of
-// alltoall.cc unchanged on the wire (counts and data posted at once). A
-// headered pair, per call (a pair with no circuits offers no links, so its
-// data goes over its fixed paths):
+// Static pairs use the one-phase protocol of alltoall.cc unchanged on the
+// wire (counts and data posted at once). A dynamic pair, per call:
 //  1. header: each end sends a PairHeader (counts, the ids of the direct
 //     links it offers now, its EPS share and relays, see SetRouting) over
 //     EPS path 0; nothing else is posted for the pair until the peer's
@@ -170,7 +167,7 @@ absl::Status DynamicCall::Run(std::vector<DirectLinks> offers,
   // Receives first (counts/headers, and static data), then sends.
   for (int k = 1; k < n_; ++k) {
     const int peer = (me_ - k + n_) % n_;
-    if (comm_.headered(peer)) {
+    if (comm_.dynamic(peer)) {
       Add(Eps0(peer).Irecv(&dyn_[peer].theirs, sizeof(PairHeader), tag_ + kTagCounts), peer,
           OpKind::kHeaderRecv);
     } else {
@@ -179,7 +176,7 @@ absl::Status DynamicCall::Run(std::vector<DirectLinks> offers,
   }
   for (int k = 1; k < n_; ++k) {
     const int peer = (me_ + k) % n_;
-    if (!comm_.headered(peer)) {
+    if (!comm_.dynamic(peer)) {
       PostStatic(peer, false);
       continue;
     }
@@ -539,7 +536,7 @@ absl::Status DynamicCall::Progress() {
 // Static pairs: both ends check both directions (as alltoall.cc does).
 absl::Status DynamicCall::CheckCounts() {
   for (int peer = 0; peer < n_; ++peer) {
-    if (peer == me_ || comm_.headered(peer)) continue;
+    if (peer == me_ || comm_.dynamic(peer)) continue;
     if (theirs_[peer].sends != a_.recv_counts[peer] && count_error_.ok()) {
       count_error_ = absl::InvalidArgumentError(absl::StrCat(
           "alltoallv: count mismatch: ", comm_.PeerName(peer), " sends ", theirs_[peer].sends,

@@ -72,7 +72,7 @@ struct PullRange {
 struct PullPath {
   std::shared_ptr<DirectLink> link;  // null: EPS path `eps`
   size_t eps = 0;
-  bool may_take = false;       // had a share: may take over others' (see NextPullRange)
+  bool may_take = false;       // a direct link with a share: may take over others'
   bool dead = false;           // its direct link died
   bool closed = false;         // receiver: END sent; sender: END (or a failure) received
   std::deque<PullRange> todo;  // receiver: not yet asked for

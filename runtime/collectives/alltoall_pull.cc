@@ -10,9 +10,6 @@
 // bytes arrive, asks for them piece by piece and moves the rest of a slow
 // path's share to a path that has finished its own.
 //
-// Pairs with several EPS NICs and no circuits (a non-blocking or
-// oversubscribed EPS) are headered too, so their receivers pace them alike.
-//
 // Protocol, for each direction whose receiver paces it (its header's
 // pull_chunk is non-zero, the direction has two or more pieces and at least
 // two chunks of bytes; both ends decide alike once both headers are in):
@@ -28,9 +25,7 @@
 //    share is asked for, it takes over the tail of the path
 //    expected to finish last (that path's bytes left and outstanding over
 //    the rate it has delivered since its first request), as much as lets
-//    both finish together, at least half a chunk; a direct link from any
-//    path, an EPS path only from another EPS path (its NIC carries other
-//    pairs too, for which the plan gave EPS and circuits their shares);
+//    both finish together, at least half a chunk;
 //  - a direct link that fails or delivers short is killed first (its
 //    connection destroyed, so no late write lands), and its share and the
 //    ranges it owed are asked for again over EPS: every range lands at its
@@ -65,7 +60,10 @@ std::vector<PullPath> PathsOf(const std::vector<Piece>& pieces, uint64_t base) {
     PullPath p;
     p.link = pc.link;
     p.eps = pc.eps;
-    p.may_take = pc.len > 0;
+    // Only a direct link may take over another path's share: it carries
+    // this pair alone, while an EPS NIC also carries other pairs' bytes,
+    // for which the plan already gave it its share.
+    p.may_take = pc.len > 0 && pc.link != nullptr;
     if (pc.len > 0) {
       p.todo.push_back(PullRange{pc.offset - base, pc.len});
       p.todo_bytes = pc.len;
@@ -149,11 +147,7 @@ std::optional<PullRange> DynamicCall::NextPullRange(Pull& p, size_t i) {
     for (size_t j = 0; j < p.paths.size() && r_me > 0; ++j) {
       const PullPath& q = p.paths[j];
       const double r = Rate(q);
-      // A direct link carries this pair alone, so it may take over any
-      // path's share; an EPS path's NIC carries other pairs too, for which
-      // the plan gave circuits and EPS their shares: it takes over only
-      // from another EPS path (NICs of one kind are interchangeable).
-      if (j == i || q.dead || q.todo_bytes == 0 || r <= 0 || (!me.link && q.link)) continue;
+      if (j == i || q.dead || q.todo_bytes == 0 || r <= 0) continue;
       const double end = SecondsUntil(q, q.asked_bytes + q.todo_bytes, r, now);
       if (end > latest) {
         latest = end;

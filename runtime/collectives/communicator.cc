@@ -392,7 +392,6 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   local_peers_ += local_peers.load();
   RETURN_IF_ERROR(dialed);
   RETURN_IF_ERROR(accepted);
-  for (int r = 0; r < world_size_; ++r) any_headered_ |= r != rank_ && headered(r);
 
   // The initial circuits' direct links (the same dial-first order).
   std::vector<DirectLinks> made;

@@ -201,11 +201,6 @@ class Communicator : public router::TopologyFollower {
   // Whether circuits may join this rank and `peer` (see the top of the file).
   bool dynamic(int peer) const { return dynamic_[peer]; }
   bool any_dynamic() const { return any_dynamic_; }
-  // Whether an alltoallv exchanges a header with `peer` before its data
-  // (alltoall_dynamic.cc): dynamic pairs, and pairs with two or more fixed
-  // paths, whose receiver may pace them (alltoall_pull.cc). Both ends agree.
-  bool headered(int peer) const { return dynamic_[peer] || peers_[peer].size() >= 2; }
-  bool any_headered() const { return any_headered_; }
 
   // For a transfer starting now: per peer, the direct links this rank
   // considers usable (installed, alive, allowed by a pending Prepare), in id
@@ -318,7 +313,6 @@ class Communicator : public router::TopologyFollower {
   std::vector<std::vector<PeerPath>> peers_;
   std::vector<bool> dynamic_;
   bool any_dynamic_ = false;
-  bool any_headered_ = false;
   uint64_t collective_seq_ = 0;
 
   mutable absl::Mutex mu_;

@@ -9,8 +9,7 @@
 // plus EPS) and at least two chunks of bytes; each ask is one chunk (a
 // remainder under half a chunk rides with the last), so a paced direction of
 // b bytes takes at least b / (1.5 chunk) asks. Pacing off (chunk 0), or
-// every direction under two chunks: no asks at all. Also pairs over two EPS
-// NICs without OCS, which exchange a header and are paced alike.
+// every direction under two chunks: no asks at all.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -96,70 +95,6 @@ INSTANTIATE_TEST_SUITE_P(Pull, PullTest,
                                            Case{"v2", 4, 128 << 10, 300000},
                                            Case{"v2", 4, 0, 300000}, Case{"v2", 4, 1 << 20, 1000}),
                          [](const auto& info) { return CaseName(info.param); });
-
-// Pairs with two EPS NICs and no OCS (a non-blocking EPS): no circuits, but
-// two fixed paths per pair, so the pair exchanges a header and its receiver
-// paces it. Hand-worked: every direction of b bytes >= 2 chunks takes at
-// least b / (1.5 chunk) asks; with pacing off, none.
-std::string TwoEpsSpec(int hosts) {
-  std::string y = "name: lo-eps2\nhosts:\n";
-  std::string region;
-  for (int h = 0; h < hosts; ++h) {
-    absl::StrAppend(&y, "  - name: h", h, "\n    nics:\n", "      - {name: eps0, role: eps, ",
-                    "address: 127.0.1.", h + 1, ", gbps: 1}\n", "      - {name: eps1, role: eps, ",
-                    "address: 127.0.4.", h + 1, ", gbps: 2}\n");
-    absl::StrAppend(&region, h ? ", " : "", "h", h);
-  }
-  absl::StrAppend(&y, "regions:\n  - {name: r0, hosts: [", region, "]}\n");
-  return y;
-}
-
-class PullEpsTest : public ::testing::TestWithParam<size_t> {};
-
-TEST_P(PullEpsTest, PairsOverSeveralEpsNicsArePacedToo) {
-  const size_t chunk = GetParam();
-  constexpr int kWorld = 3;
-  constexpr size_t kScale = 200000;
-  const std::string spec = TwoEpsSpec(kWorld);
-  std::vector<uint64_t> asks(kWorld);
-  std::vector<bool> headered(kWorld);
-  auto st = RunRanks(kWorld, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
-    ASSIGN_OR_RETURN(
-        auto comm, testing::MakeLoOcsComm(rank, n, store, spec, "v2", [&](CommunicatorOptions& o) {
-          o.pull_chunk_bytes = chunk;
-        }));
-    headered[rank] = comm->headered((rank + 1) % n) && !comm->dynamic((rank + 1) % n);
-    for (uint64_t iter = 1; iter <= 3; ++iter) {
-      RETURN_IF_ERROR(testing::CheckedAlltoallv(
-          *comm, iter, [&](int s, int d) { return testing::Count(s, d, iter, kScale); }));
-    }
-    asks[rank] = comm->pull_asks();
-    return Barrier(*comm);
-  });
-  for (int r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-    EXPECT_TRUE(headered[r]) << "rank " << r << ": two EPS paths, no circuits";
-    uint64_t at_least = 0;
-    for (uint64_t iter = 1; iter <= 3 && chunk > 0; ++iter) {
-      for (int s = 0; s < kWorld; ++s) {
-        const size_t b = s == r ? 0 : testing::Count(s, r, iter, kScale);
-        if (b >= 2 * chunk)
-          at_least += static_cast<uint64_t>(b / (1.5 * static_cast<double>(chunk)));
-      }
-    }
-    std::cout << "chunk " << chunk << ": rank " << r << " asked for " << asks[r]
-              << " pieces (at least " << at_least << ")\n";
-    if (chunk == 0) {
-      EXPECT_EQ(asks[r], 0u) << "rank " << r;
-    } else {
-      EXPECT_GE(asks[r], at_least) << "rank " << r;
-      EXPECT_GT(at_least, 0u) << "the case paces nothing: it shows nothing";
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Pull, PullEpsTest, ::testing::Values(0, 4096, 128 << 10),
-                         [](const auto& info) { return absl::StrCat("chunk", info.param); });
 
 }  // namespace
 }  // namespace mixnet::collectives
