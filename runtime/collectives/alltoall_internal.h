@@ -137,8 +137,9 @@ struct PullRequest {
 // Asks a path keeps outstanding.
 inline constexpr size_t kPullDepth = 2;
 // Whether a direction of `bytes` (not relayed) cut into `pieces` pieces is
-// paced by its receiver, whose header said `chunk` (0: it does not pace).
-// Both ends decide alike from the headers. Pure.
+// paced by its receiver, whose header said `chunk` (0: it does not pace):
+// two or more pieces and at least two chunks per piece. Both ends decide
+// alike from the headers. Pure.
 bool PullPaced(uint64_t bytes, size_t pieces, uint32_t chunk);
 
 // Receiver -> sender once every original piece receive of the pair (and

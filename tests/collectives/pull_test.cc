@@ -6,7 +6,7 @@
 // byte and guard byte verified), and the number of pieces each rank asked
 // for against a hand-worked bound. A direction is paced when it has two or
 // more pieces (v1: h0-h1's two circuits; v2 with a plan: a pair's circuits
-// plus EPS) and at least two chunks of bytes; each ask is one chunk (a
+// plus EPS) and at least two chunks of bytes per piece; each ask is one chunk (a
 // remainder under half a chunk rides with the last), so a paced direction of
 // b bytes takes at least b / (1.5 chunk) asks. Pacing off (chunk 0), or
 // every direction under two chunks: no asks at all.
@@ -69,7 +69,7 @@ TEST_P(PullTest, EveryByteArrivesAndPacedDirectionsAreAskedFor) {
     if (std::string(c.router) == "v1" && r < 2 && c.chunk > 0) {
       for (uint64_t iter = 1; iter <= 3; ++iter) {
         const size_t b = testing::Count(1 - r, r, iter, c.scale);
-        if (b >= 2 * c.chunk) {
+        if (b >= 2 * c.chunk * 2) {  // two pieces: h0-h1's circuits
           paced = true;
           at_least += static_cast<uint64_t>(b / (1.5 * static_cast<double>(c.chunk)));
         }
