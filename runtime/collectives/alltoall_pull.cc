@@ -15,8 +15,9 @@
 // two chunks of bytes per piece; both ends decide alike once both headers
 // are in). Smaller directions keep fixed pieces: an ask costs a one-way
 // trip before the data, which a transfer of a chunk or so per path pays in
-// full (measured on the demo's 0.4 MB partner exchanges, 6% slower when
-// paced) and a path with a chunk or two has nothing to hand over anyway:
+// full (the demo's non-blocking fabric, its 0.4 MB partner exchanges paced
+// at one chunk per NIC, ran 6% slower), and a path with a chunk or two has
+// nothing to hand over anyway:
 //  - the paths are the pieces' paths, plus EPS path 0 when no piece uses it
 //    (to ask again for what a dead direct link owed);
 //  - the sender posts one PullRequest receive per path (tag base + 4) and
@@ -26,10 +27,12 @@
 //    each receive before asking, so the data's rendezvous matches at once. A
 //    path asks for its own planned share front to back, a chunk at a time
 //    (so a path is committed to no more than kPullDepth chunks). Once its
-//    share is asked for, it takes over the tail of the path
+//    share is asked for, a direct link takes over the tail of the path
 //    expected to finish last (that path's bytes left and outstanding over
-//    the rate it has delivered since its first request), as much as lets
-//    both finish together, at least half a chunk;
+//    the rate it delivered between its first and last arrivals), as much as
+//    lets both finish together, at least half a chunk. An EPS path takes
+//    over nothing: its NIC carries other pairs too, for which the plan gave
+//    it its share;
 //  - a direct link that fails or delivers short is killed first (its
 //    connection destroyed, so no late write lands), and its share and the
 //    ranges it owed are asked for again over EPS: every range lands at its
