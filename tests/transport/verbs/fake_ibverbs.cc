@@ -329,11 +329,15 @@ void WireLoop() {
   }
 }
 
+// Once per process: devices are opened from several rank threads at once,
+// and a second wire thread (and a lost std::thread object) is what an
+// unguarded check let through under ASan.
 void StartWire() {
-  if (g_wire == nullptr) {
+  static std::once_flag once;
+  std::call_once(once, [] {
     g_wire = new std::thread(WireLoop);
     g_wire->detach();
-  }
+  });
 }
 
 int FakePollCq(ibv_cq* cq, int n, ibv_wc* wc) {
