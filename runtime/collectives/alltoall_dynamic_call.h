@@ -77,7 +77,8 @@ struct PullPath {
   bool closed = false;         // receiver: END sent; sender: END (or a failure) received
   std::deque<PullRange> todo;  // receiver: not yet asked for
   uint64_t todo_bytes = 0;
-  size_t asked = 0;  // asks outstanding
+  uint64_t planned = 0;  // its share of the plan (receiver)
+  size_t asked = 0;      // asks outstanding
   uint64_t asked_bytes = 0;
   uint64_t done_bytes = 0;
   // Receiver: when its first and last asked pieces arrived, and the bytes

@@ -136,6 +136,12 @@ struct PullRequest {
 };
 // Asks a path keeps outstanding.
 inline constexpr size_t kPullDepth = 2;
+// A path takes over part of another's share only when the other delivers
+// its share at under this fraction of the pace the taker delivers its own
+// (rates over planned shares): a lag the plan did not expect, not the
+// noise of TCP on healthy links, where taking over cost up to 10% (the
+// route bench's trace rows at half rate, 4 rows x 2 runs against fixed).
+inline constexpr double kPullLagRatio = 0.8;
 // Whether a direction of `bytes` (not relayed) cut into `pieces` pieces is
 // paced by its receiver, whose header said `chunk` (0: it does not pace):
 // two or more pieces and at least two chunks per piece. Both ends decide

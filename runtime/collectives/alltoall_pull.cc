@@ -8,7 +8,11 @@
 // ACKs queue behind the other direction's data), and the paths that kept
 // their rate sat idle at the end. Here the receiver, which sees each path's
 // bytes arrive, asks for them piece by piece and moves the rest of a slow
-// path's share to a path that has finished its own.
+// path's share to a path that has finished its own. Opt-in
+// (MIXNET_PULL_CHUNK_BYTES, off by default): it pays where a path lags the
+// plan by much (a circuit at a third of its planned rate: the pair's time
+// halved, tests/emulation/pull_fabric_test), and on healthy emulated links
+// its take-overs cost the route bench's tightest rows 5-10%.
 //
 // Protocol, for each direction whose receiver paces it (its header's
 // pull_chunk is non-zero, the direction has two or more pieces and at least
@@ -30,7 +34,8 @@
 //    share is asked for, a direct link takes over the tail of the path
 //    expected to finish last (that path's bytes left and outstanding over
 //    the rate it delivered between its first and last arrivals), as much as
-//    lets both finish together, at least half a chunk. An EPS path takes
+//    lets both finish together, at least half a chunk, when that path keeps
+//    under kPullLagRatio of its pace (rate over planned share). An EPS path takes
 //    over nothing: its NIC carries other pairs too, for which the plan gave
 //    it its share;
 //  - a direct link that fails or delivers short is killed first (its
@@ -74,6 +79,7 @@ std::vector<PullPath> PathsOf(const std::vector<Piece>& pieces, uint64_t base) {
     if (pc.len > 0) {
       p.todo.push_back(PullRange{pc.offset - base, pc.len});
       p.todo_bytes = pc.len;
+      p.planned = pc.len;
     }
     eps0 |= !pc.link && pc.eps == 0;
     out.push_back(std::move(p));
@@ -160,6 +166,14 @@ std::optional<PullRange> DynamicCall::NextPullRange(Pull& p, size_t i) {
         latest = end;
         victim = j;
       }
+    }
+    // Only a lag the plan did not expect: the victim's pace (its rate over
+    // its share) under kPullLagRatio of this path's.
+    if (victim != SIZE_MAX &&
+        Rate(p.paths[victim]) /
+                static_cast<double>(std::max<uint64_t>(p.paths[victim].planned, 1)) >=
+            kPullLagRatio * r_me / static_cast<double>(std::max<uint64_t>(me.planned, 1))) {
+      victim = SIZE_MAX;
     }
     if (victim != SIZE_MAX) {
       PullPath& v = p.paths[victim];

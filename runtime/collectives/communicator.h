@@ -67,10 +67,10 @@ struct CommunicatorOptions {
   // stream). MIXNET_RELAY_CHUNK_BYTES, MIXNET_RELAY_BUFFER_BYTES.
   size_t relay_chunk_bytes = 256 << 10;
   size_t relay_buffer_bytes = 16 << 20;
-  // Receiver-paced pieces (alltoall_pull.cc): the smallest piece a receiver
-  // asks one of a dynamic pair's paths for; 0: each path carries its planned
-  // share whole. MIXNET_PULL_CHUNK_BYTES.
-  size_t pull_chunk_bytes = 128 << 10;
+  // Receiver-paced pieces (alltoall_pull.cc): the piece a receiver asks one
+  // of a dynamic pair's paths for; 0 (the default): each path carries its
+  // planned share whole. MIXNET_PULL_CHUNK_BYTES.
+  size_t pull_chunk_bytes = 0;
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
   // CPUs for the devices' progress threads: "auto" (the process's allowed
   // CPUs), a list ("0,2,8-11") or "none" (left to the scheduler). Device k
@@ -295,7 +295,7 @@ class Communicator : public router::TopologyFollower {
   std::string router_ = "v2";
   size_t relay_chunk_bytes_ = 256 << 10;
   size_t relay_buffer_bytes_ = 16 << 20;
-  size_t pull_chunk_bytes_ = 128 << 10;
+  size_t pull_chunk_bytes_ = 0;
   cluster::ClusterSpec spec_;
   std::string host_;
   std::vector<std::string> hosts_;

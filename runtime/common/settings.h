@@ -49,10 +49,10 @@ namespace mixnet {
   X(int64_t, relay_buffer_bytes, "MIXNET_RELAY_BUFFER_BYTES", 16 << 20,                          \
     "router v2 relays: the most a rank holds for forwarding in one collective (at least one "    \
     "chunk per stream it forwards); the origin waits when it is full")                           \
-  X(int64_t, pull_chunk_bytes, "MIXNET_PULL_CHUNK_BYTES", 128 << 10,                             \
+  X(int64_t, pull_chunk_bytes, "MIXNET_PULL_CHUNK_BYTES", 0,                                     \
     "collectives: a receiver balances a peer's bytes over the pair's paths itself, asking "      \
-    "each path for pieces of this size as the previous ones arrive and moving the rest of a "    \
-    "slower path's share to a faster one; 0: each path carries its planned share whole")         \
+    "each path for pieces of this size (e.g. 131072) as earlier ones arrive and moving the "     \
+    "rest of a lagging path's share to a faster one; 0 (off): each path carries its share")      \
   X(std::string, progress_cpus, "MIXNET_PROGRESS_CPUS", "auto",                                  \
     "CPUs for the transport progress threads: auto (the process's allowed CPUs), a list like "   \
     "0,2,8-11, or none (left to the scheduler); device k of the i-th of L ranks on a machine "   \
