@@ -160,6 +160,7 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
     if (key.first < 0 || key.first >= c.iterations) continue;
     const PhaseBound b = BoundPhase(g.links, g.ms);
     iters[key.first].alltoall_ms += g.ms;
+    iters[key.first].each_alltoall_ms.push_back(g.ms);  // the map is in (iteration, seq) order
     iters[key.first].floor_ms += b.floor_ms;
     r.bound.Add(b, g.ms);
     if (!b.busiest.empty()) ++r.busiest[b.busiest];

@@ -32,6 +32,10 @@ struct IterationStats {
   double simulated_ms = 0;
   double simulated_alltoall_ms = 0;
   double simulated_reconfig_ms = 0;  // mixnet: switching not hidden by compute
+  // Each all-to-all of the iteration in step order (the slowest rank's time),
+  // and its simulated time.
+  std::vector<double> each_alltoall_ms;
+  std::vector<double> each_simulated_alltoall_ms;
 };
 
 // How rank 0 routed one all-to-all when it started (its "circuits" and

@@ -211,8 +211,25 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       j["bytes_verified"] = p.bytes_verified;
       j["bytes_lost"] = Lost(p);
       nlohmann::json per = nlohmann::json::array();
-      for (const IterationStats& s : p.iterations) per.push_back(s.wall_ms);
+      nlohmann::ordered_json detail = nlohmann::ordered_json::array();
+      for (const IterationStats& s : p.iterations) {
+        per.push_back(s.wall_ms);
+        nlohmann::ordered_json d = {{"wall_ms", s.wall_ms},
+                                    {"alltoall_ms", s.alltoall_ms},
+                                    {"reconfig_loss_ms", s.loss_ms},
+                                    {"floor_ms", s.floor_ms},
+                                    {"alltoalls_ms", s.each_alltoall_ms}};
+        if (p.simulated) {
+          d["simulated_ms"] = s.simulated_ms;
+          d["simulated_alltoall_ms"] = s.simulated_alltoall_ms;
+          d["simulated_reconfig_ms"] = s.simulated_reconfig_ms;
+          d["simulated_alltoalls_ms"] = s.each_simulated_alltoall_ms;
+        }
+        detail.push_back(std::move(d));
+      }
       j["iterations"] = per;
+      // Each iteration's parts, measured and simulated, to see where the two part.
+      j["per_iteration"] = detail;
       if (p.controller_killed) {
         j["controller_killed_at_epoch"] = p.epoch_before_kill;
         j["controller_restarted_at_epoch"] = p.epoch_after_restart;

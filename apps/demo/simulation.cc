@@ -75,6 +75,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
   uint64_t last_epoch = 0;
   bool first = true;
   for (size_t it = 0; it < r.iterations.size(); ++it) {
+    r.iterations[it].each_simulated_alltoall_ms.clear();
     double compute_ms = 0, alltoall_ms = 0, reconfig_ms = 0, window_ms = 0;
     int seq = 0;
     for (const StepItem& item :
@@ -105,6 +106,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
       if (item.transpose) m = m.Transposed();
       ASSIGN_OR_RETURN(sim::EmulatedPrediction a, sim::PredictAlltoall(spec, *t, m, fabric));
       alltoall_ms += 1000 * a.time_s;
+      r.iterations[it].each_simulated_alltoall_ms.push_back(1000 * a.time_s);
     }
     r.iterations[it].simulated_ms = compute_ms + alltoall_ms + reconfig_ms;
     r.iterations[it].simulated_alltoall_ms = alltoall_ms;
