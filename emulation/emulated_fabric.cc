@@ -243,10 +243,10 @@ absl::Status EmulatedFabric::BuildHost(const cluster::HostSpec& host, int host_i
     RETURN_IF_ERROR(Annotate(SetLinkUp(*ps, peer), what));
     RETURN_IF_ERROR(Annotate(SetLinkUp(*hs, nic.name), what));
     // After the link is up (the kernel adds the subnet route then).
-    RETURN_IF_ERROR(Annotate(
-        AddSourceRouting(*hs, nic.name, nic.address, nic.prefix_len,
-                         kFirstSourceTable + static_cast<uint32_t>(j), options_.rto_min_ms),
-        what));
+    RETURN_IF_ERROR(Annotate(AddSourceRouting(*hs, nic.name, nic.address, nic.prefix_len,
+                                              kFirstSourceTable + static_cast<uint32_t>(j),
+                                              options_.rto_min_ms, options_.init_cwnd),
+                             what));
     for (auto& kv : HostSysctls(nic.name)) sysctls.push_back(std::move(kv));
   }
   return netns::SetSysctls(hns, sysctls);

@@ -43,6 +43,10 @@ struct EmulationOptions {
   // Minimum TCP retransmission timeout of every host's routes (ms; 0: the
   // kernel's 200 ms), as data-centre hosts lower it.
   uint32_t rto_min_ms = 0;
+  // Initial TCP congestion and receive windows of every host's routes, in
+  // segments (0: the kernel's 10). Every new connection starts in slow start
+  // at this window; the runtime opens new ones on every new circuit.
+  uint32_t init_cwnd = 0;
   // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace
   // (long-lived connections keep their window across idle compute phases).
   bool slow_start_after_idle = true;

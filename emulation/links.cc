@@ -113,7 +113,7 @@ absl::Status AddAddress(netns::NlSocket& sock, absl::string_view ifname, absl::s
 
 absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
                               absl::string_view address, int prefix_len, uint32_t table,
-                              uint32_t rto_min_ms) {
+                              uint32_t rto_min_ms, uint32_t init_cwnd) {
   const std::string what =
       absl::StrCat("link ", ifname, " source routing for ", address, " (table ", table, ")");
   ASSIGN_OR_RETURN(int index, sock.IfIndex(ifname));
@@ -147,6 +147,12 @@ absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
     // RTAX_RTO_MIN is in milliseconds (the kernel converts with msecs_to_jiffies).
     RETURN_IF_ERROR(sock.Error(rtnl_route_set_metric(route.get(), RTAX_RTO_MIN, rto_min_ms), what,
                                "rtnl_route_set_metric(RTAX_RTO_MIN)"));
+  }
+  if (init_cwnd > 0) {
+    RETURN_IF_ERROR(sock.Error(rtnl_route_set_metric(route.get(), RTAX_INITCWND, init_cwnd), what,
+                               "rtnl_route_set_metric(RTAX_INITCWND)"));
+    RETURN_IF_ERROR(sock.Error(rtnl_route_set_metric(route.get(), RTAX_INITRWND, init_cwnd), what,
+                               "rtnl_route_set_metric(RTAX_INITRWND)"));
   }
   RETURN_IF_ERROR(sock.Error(rtnl_route_add(sock.get(), route.get(), NLM_F_CREATE | NLM_F_EXCL),
                              what, "rtnl_route_add"));

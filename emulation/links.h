@@ -34,10 +34,12 @@ absl::Status AddAddress(netns::NlSocket& sock, absl::string_view ifname, absl::s
 // <address> lookup <table>" (priority `table`) sends every packet with that
 // source, replies included, out of `ifname`. `rto_min_ms` > 0 sets the
 // route's minimum TCP retransmission timeout (ip route ... rto_min), which
-// then applies to every TCP connection from that address.
+// then applies to every TCP connection from that address. `init_cwnd` > 0
+// sets the route's initial congestion and receive windows, in segments (ip
+// route ... initcwnd N initrwnd N; the kernel's are 10).
 absl::Status AddSourceRouting(netns::NlSocket& sock, absl::string_view ifname,
                               absl::string_view address, int prefix_len, uint32_t table,
-                              uint32_t rto_min_ms = 0);
+                              uint32_t rto_min_ms = 0, uint32_t init_cwnd = 0);
 absl::Status DeleteLink(netns::NlSocket& sock, absl::string_view ifname);
 
 // The tbf bucket, in milliseconds of line rate, unless told otherwise: about

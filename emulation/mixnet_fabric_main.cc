@@ -138,6 +138,11 @@ int Main(int argc, char** argv) {
   up->add_option("--rto-min-ms", options.rto_min_ms,
                  "minimum TCP retransmission timeout of the hosts' routes (0: kernel default)")
       ->capture_default_str();
+  up->add_option("--init-cwnd", options.init_cwnd,
+                 "initial TCP congestion and receive windows of the hosts' routes, segments (0: "
+                 "kernel default, 10)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   up->add_option("--tcp-congestion", options.tcp_congestion,
                  "TCP congestion control of the hosts (empty: the machine's)")
       ->capture_default_str();

@@ -90,6 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("--rto-min-ms", o.rto_min_ms,
                  "hosts' minimum TCP retransmission timeout, ms (0: the kernel's 200 ms)")
       ->capture_default_str();
+  app.add_option("--init-cwnd", o.init_cwnd,
+                 "hosts' initial TCP congestion and receive windows, segments (0: the kernel's "
+                 "10); every new connection, e.g. on each new circuit, starts from it")
+      ->capture_default_str();
   app.add_option("--tcp-congestion", o.tcp_congestion,
                  "hosts' TCP congestion control (empty: inherit the machine's)")
       ->capture_default_str();

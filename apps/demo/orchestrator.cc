@@ -199,6 +199,7 @@ class Demo {
       eo.burst_ms = o_.burst_ms;
       eo.queue_frames = o_.queue_frames;
       eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
+      eo.init_cwnd = static_cast<uint32_t>(o_.init_cwnd);
       eo.slow_start_after_idle = o_.slow_start_after_idle;
       eo.tcp_congestion = o_.tcp_congestion;
       eo.control_tos = o_.control_tos;
@@ -394,6 +395,9 @@ absl::Status ValidateOptions(const DemoOptions& o) {
   }
   if (o.rto_min_ms < 0 || o.rto_min_ms > 200) {
     return bad(absl::StrCat("--rto-min-ms ", o.rto_min_ms, ": need 0 (kernel default) .. 200"));
+  }
+  if (o.init_cwnd < 0 || o.init_cwnd > 1000) {
+    return bad(absl::StrCat("--init-cwnd ", o.init_cwnd, ": need 0 (kernel default) .. 1000"));
   }
   if (o.workload.tokens < 1)
     return bad(absl::StrCat("--tokens ", o.workload.tokens, ": need >= 1"));

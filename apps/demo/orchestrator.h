@@ -27,6 +27,7 @@ struct DemoOptions {
   double burst_ms = 1;     // tbf bucket of every link, ms of its rate
   int queue_frames = 400;  // tbf queue of every link, full frames (emulation/links.h)
   int rto_min_ms = 0;      // hosts' minimum TCP RTO (0: the kernel's 200 ms)
+  int init_cwnd = 0;       // hosts' initial TCP windows, segments (0: the kernel's 10)
   bool slow_start_after_idle = true;
   std::string tcp_congestion = "cubic";  // hosts' TCP congestion control ("": the machine's)
   // TOS byte of the control class: every link's strict-priority queue and

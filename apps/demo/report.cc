@@ -61,7 +61,8 @@ void PrintHeader(const DemoOptions& o, const Workload& w, const OversubInfo& v) 
       4 * w.layers(), c.PerIterationMs(w.layers()));
   const int k = o.shape.ocs_nics;
   std::printf(
-      "# fabrics: %d hosts, every NIC %g Gbit/s (tbf bucket %g ms of rate; control class %s)\n"
+      "# fabrics: %d hosts, every NIC %g Gbit/s (tbf bucket %g ms of rate; control class %s; "
+      "initial TCP window %d segments)\n"
       "#   eps:         1 EPS NIC per host (its %d OCS NICs dark)\n"
       "#   oversub:     %d EPS NICs per host on leaves of %d hosts, each leaf's uplink %.4g "
       "Gbit/s\n"
@@ -72,7 +73,8 @@ void PrintHeader(const DemoOptions& o, const Workload& w, const OversubInfo& v) 
       o.shape.hosts, o.shape.gbps, o.burst_ms,
       o.control_tos >= 0 ? absl::StrFormat("TOS %#x, strict priority", o.control_tos).c_str()
                          : "off",
-      k, 1 + k, o.leaf_hosts, v.uplink_gbps, k, o.static_iterations, k, o.shape.switch_ms, 1 + k);
+      o.init_cwnd > 0 ? o.init_cwnd : 10, k, 1 + k, o.leaf_hosts, v.uplink_gbps, k,
+      o.static_iterations, k, o.shape.switch_ms, 1 + k);
   std::printf(
       "# oversub costs what mixnet costs (sim/prices.yaml at %gG, %d of %d NICs on circuits): "
       "$%.0f per NIC;\n#   a fat-tree oversubscribed r:1 costs $%.0f + $%.0f/r per NIC "

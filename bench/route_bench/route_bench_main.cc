@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
   app.add_option("--rto-min-ms", o.rto_min_ms,
                  "hosts' minimum TCP retransmission timeout, ms (0: the kernel's 200 ms)")
       ->capture_default_str();
+  app.add_option("--init-cwnd", o.init_cwnd,
+                 "hosts' initial TCP congestion and receive windows, segments (0: the kernel's "
+                 "10)")
+      ->capture_default_str();
   app.add_option("--control-tc", o.control_tos,
                  "TOS byte of the control class: every link gets a strict-priority queue for it "
                  "and the workers' control sockets use it (MIXNET_CONTROL_TC); -1: one FIFO per "

@@ -67,6 +67,9 @@ absl::Status CheckOptions(const BenchOptions& o) {
   if (o.rto_min_ms < 0 || o.rto_min_ms > 200) {
     return bad(absl::StrCat("--rto-min-ms ", o.rto_min_ms, ": need 0 (kernel default) .. 200"));
   }
+  if (o.init_cwnd < 0 || o.init_cwnd > 1000) {
+    return bad(absl::StrCat("--init-cwnd ", o.init_cwnd, ": need 0 (kernel default) .. 1000"));
+  }
   return absl::OkStatus();
 }
 
@@ -112,6 +115,7 @@ class Launcher {
     eo.tcp_congestion = o_.tcp_congestion;
     eo.slow_start_after_idle = o_.slow_start_after_idle;
     eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
+    eo.init_cwnd = static_cast<uint32_t>(o_.init_cwnd);
     eo.control_tos = o_.control_tos;
     // The workers inherit it: their control sockets use the links' class.
     setenv("MIXNET_CONTROL_TC", std::to_string(o_.control_tos).c_str(), 1);

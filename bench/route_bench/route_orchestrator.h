@@ -35,6 +35,7 @@ struct BenchOptions {
   // false: net.ipv4.tcp_slow_start_after_idle = 0 in every host namespace.
   bool slow_start_after_idle = true;
   int rto_min_ms = 0;  // hosts' minimum TCP RTO (0: the kernel's 200 ms)
+  int init_cwnd = 0;   // hosts' initial TCP windows, segments (0: the kernel's 10)
   // TOS byte of the control class: the links' strict-priority queue and the
   // workers' MIXNET_CONTROL_TC (-1: neither).
   int control_tos = 0xb8;

@@ -4,8 +4,11 @@
 // Test thread plus short helper threads that enter namespaces.
 #include "emulation/emulated_fabric.h"
 
+#include <netinet/tcp.h>
+
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "emulation/fabric_names.h"
 #include "emulation/netns_exec.h"
@@ -41,6 +44,48 @@ std::vector<std::string> Leftovers(const std::string& prefix) {
     }
   }
   return out;
+}
+
+// The congestion windows (segments, TCP_INFO) of both ends of a fresh TCP
+// connection from `from_address` in `from_ns` to `to_address` in `to_ns`,
+// before any data: the routes' initial window (ip route ... initcwnd).
+absl::StatusOr<std::pair<uint32_t, uint32_t>> FreshCwnds(const std::string& from_ns,
+                                                         const std::string& from_address,
+                                                         const std::string& to_ns,
+                                                         const std::string& to_address) {
+  ASSIGN_OR_RETURN(Listener l, Listener::Open(to_ns, to_address));
+  int fd = -1;
+  RETURN_IF_ERROR(netns::RunInNamespace(from_ns, [&]() -> absl::Status {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return ErrnoStatus(from_ns, "socket");
+    return absl::OkStatus();
+  }));
+  auto close_fd = absl::MakeCleanup([&] { close(fd); });
+  timeval tv{5, 0};  // a blocking connect gives up after this
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, from_address.c_str(), &sa.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return ErrnoStatus(from_address, "bind");
+  }
+  sa.sin_port = htons(l.port());
+  inet_pton(AF_INET, to_address.c_str(), &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return ErrnoStatus(absl::StrCat(from_address, " -> ", to_address), "connect");
+  }
+  pollfd p{l.fd(), POLLIN, 0};
+  if (poll(&p, 1, 5000) != 1) return absl::DeadlineExceededError("no connection to accept");
+  const int conn = accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn < 0) return ErrnoStatus(to_address, "accept4");
+  auto close_conn = absl::MakeCleanup([&] { close(conn); });
+  tcp_info a{}, b{};
+  socklen_t la = sizeof(a), lb = sizeof(b);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &a, &la) != 0 ||
+      getsockopt(conn, IPPROTO_TCP, TCP_INFO, &b, &lb) != 0) {
+    return ErrnoStatus(to_address, "getsockopt(TCP_INFO)");
+  }
+  return std::make_pair(a.tcpi_snd_cwnd, b.tcpi_snd_cwnd);
 }
 
 class EmulatedFabricTest : public ::testing::Test {
@@ -268,6 +313,21 @@ TEST_F(EmulatedFabricTest, HostSysctls) {
   EXPECT_EQ(netns::GetSysctl(Ns("h2"), "net/ipv4/conf/ocs0/rp_filter").value_or("?"), "0");
 }
 
+// Without EmulationOptions::init_cwnd a connection starts at the kernel's
+// initial window, 10 segments (RFC 6928; include/net/tcp.h TCP_INIT_CWND),
+// over EPS and over a circuit.
+TEST_F(EmulatedFabricTest, KernelInitialWindowByDefault) {
+  auto eps = FreshCwnds(Ns("h0"), "10.10.0.1", Ns("h1"), "10.10.0.2");
+  ASSERT_TRUE(eps.ok()) << eps.status();
+  EXPECT_EQ(eps->first, 10u);
+  EXPECT_EQ(eps->second, 10u);
+  // The spec's initial circuit p1<->p3 joins h0.ocs0 and h1.ocs0.
+  auto ocs = FreshCwnds(Ns("h0"), "10.20.0.1", Ns("h1"), "10.20.0.2");
+  ASSERT_TRUE(ocs.ok()) << ocs.status();
+  EXPECT_EQ(ocs->first, 10u);
+  EXPECT_EQ(ocs->second, 10u);
+}
+
 TEST_F(EmulatedFabricTest, RunsCommandsInsideHostNamespace) {
   EXPECT_EQ(RunCommandInNamespace(Ns("h0"), {"sh", "-c", "exit 3"}).value_or(-1), 3);
   // /sys is the namespace's own: eps0 exists there, not in the root namespace.
@@ -291,6 +351,28 @@ class FabricLifecycleTest : public ::testing::Test {
   }
   cluster::ClusterSpec spec_;
 };
+
+// EmulationOptions::init_cwnd: every host route's initial window, so a new
+// connection (the runtime opens one on every new circuit) starts there,
+// at both ends, over EPS and over a circuit.
+TEST_F(FabricLifecycleTest, InitialWindowOnEveryRoute) {
+  EmulationOptions o;
+  o.init_cwnd = 64;
+  auto fabric = EmulatedFabric::Up(spec_, testing::UniquePrefix("iw"), o);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  auto down = absl::MakeCleanup([&] { EXPECT_TRUE((*fabric)->Down().ok()); });
+  auto eps = FreshCwnds((*fabric)->HostNamespace("h2"), "10.10.0.3", (*fabric)->HostNamespace("h0"),
+                        "10.10.0.1");
+  ASSERT_TRUE(eps.ok()) << eps.status();
+  EXPECT_EQ(eps->first, 64u);
+  EXPECT_EQ(eps->second, 64u);
+  // The spec's initial circuit p1<->p3 joins h0.ocs0 and h1.ocs0.
+  auto ocs = FreshCwnds((*fabric)->HostNamespace("h0"), "10.20.0.1", (*fabric)->HostNamespace("h1"),
+                        "10.20.0.2");
+  ASSERT_TRUE(ocs.ok()) << ocs.status();
+  EXPECT_EQ(ocs->first, 64u);
+  EXPECT_EQ(ocs->second, 64u);
+}
 
 TEST_F(FabricLifecycleTest, DownRemovesEverythingAndIsIdempotent) {
   const std::string prefix = testing::UniquePrefix("dn");

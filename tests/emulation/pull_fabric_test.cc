@@ -53,7 +53,7 @@ class PullFabricTest : public DataplaneFabricTest {
  protected:
   // ocs1 of both hosts and OCS ports 2 and 4 at a third of the rate.
   absl::Status ThrottleOcs1() {
-    for (const std::string& h : {"h0", "h1"}) {
+    for (const char* h : {"h0", "h1"}) {
       ASSIGN_OR_RETURN(auto sock, netns::NlSocket::Open(fabric_->HostNamespace(h)));
       RETURN_IF_ERROR(emulation::SetTbf(*sock, "ocs1", kGbps / 3));
     }
