@@ -105,7 +105,8 @@ class Launcher {
                     .warmup = o.warmup,
                     .iters = o.iters,
                     .relay = o.relay,
-                    .control_tos = o.control_tos};
+                    .control_tos = o.control_tos,
+                    .init_cwnd = o.init_cwnd > 0 ? o.init_cwnd : 10};
   }
 
   absl::Status Run(const std::vector<PlannedCase>& cases) {
