@@ -36,6 +36,9 @@
 
 namespace mixnet::emulation {
 
+// Linux's initial TCP window, segments (RFC 6928; include/net/tcp.h TCP_INIT_CWND).
+inline constexpr uint32_t kKernelInitCwnd = 10;
+
 // How links are emulated beyond what the spec says.
 struct EmulationOptions {
   double burst_ms = kDefaultBurstMs;       // tbf bucket, ms of line rate (see TbfFor)

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "emulation/emulated_fabric.h"
 #include "nlohmann/json.hpp"
 
 namespace mixnet::demo {
@@ -36,6 +37,11 @@ double Iter(const PhaseResult* p) { return p ? p->Mean(&IterationStats::wall_ms)
 nlohmann::json Ratio(const PhaseResult* mix, const PhaseResult* other, bool cpu_bound) {
   if (cpu_bound || mix == nullptr || other == nullptr || Iter(other) <= 0) return nullptr;
   return Iter(mix) / Iter(other);
+}
+
+// The hosts' initial TCP window, segments (--init-cwnd, 0: the kernel's).
+int InitialWindow(const DemoOptions& o) {
+  return o.init_cwnd > 0 ? o.init_cwnd : static_cast<int>(emulation::kKernelInitCwnd);
 }
 
 }  // namespace
@@ -73,8 +79,8 @@ void PrintHeader(const DemoOptions& o, const Workload& w, const OversubInfo& v) 
       o.shape.hosts, o.shape.gbps, o.burst_ms,
       o.control_tos >= 0 ? absl::StrFormat("TOS %#x, strict priority", o.control_tos).c_str()
                          : "off",
-      o.init_cwnd > 0 ? o.init_cwnd : 10, k, 1 + k, o.leaf_hosts, v.uplink_gbps, k,
-      o.static_iterations, k, o.shape.switch_ms, 1 + k);
+      InitialWindow(o), k, 1 + k, o.leaf_hosts, v.uplink_gbps, k, o.static_iterations, k,
+      o.shape.switch_ms, 1 + k);
   std::printf(
       "# oversub costs what mixnet costs (sim/prices.yaml at %gG, %d of %d NICs on circuits): "
       "$%.0f per NIC;\n#   a fat-tree oversubscribed r:1 costs $%.0f + $%.0f/r per NIC "
@@ -245,7 +251,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
                                 {"iterations", o.iterations},
                                 {"cpu_bound", cpu_bound},
                                 {"control_tc", o.control_tos},
-                                {"init_cwnd", o.init_cwnd > 0 ? o.init_cwnd : 10},
+                                {"init_cwnd", InitialWindow(o)},
                                 {"mixnet_vs_nonblocking", Ratio(mix, nb, cpu_bound)},
                                 {"mixnet_vs_eps", Ratio(mix, eps, cpu_bound)},
                                 {"mixnet_vs_oversub", Ratio(mix, ov, cpu_bound)},

@@ -106,7 +106,7 @@ class Launcher {
                     .iters = o.iters,
                     .relay = o.relay,
                     .control_tos = o.control_tos,
-                    .init_cwnd = o.init_cwnd > 0 ? o.init_cwnd : 10};
+                    .init_cwnd = o.init_cwnd > 0 ? o.init_cwnd : int{emulation::kKernelInitCwnd}};
   }
 
   absl::Status Run(const std::vector<PlannedCase>& cases) {

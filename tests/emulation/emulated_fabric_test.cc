@@ -314,8 +314,8 @@ TEST_F(EmulatedFabricTest, HostSysctls) {
 }
 
 // Without EmulationOptions::init_cwnd a connection starts at the kernel's
-// initial window, 10 segments (RFC 6928; include/net/tcp.h TCP_INIT_CWND),
-// over EPS and over a circuit.
+// initial window, 10 segments (RFC 6928; include/net/tcp.h TCP_INIT_CWND;
+// written out here, not kKernelInitCwnd), over EPS and over a circuit.
 TEST_F(EmulatedFabricTest, KernelInitialWindowByDefault) {
   auto eps = FreshCwnds(Ns("h0"), "10.10.0.1", Ns("h1"), "10.10.0.2");
   ASSERT_TRUE(eps.ok()) << eps.status();
