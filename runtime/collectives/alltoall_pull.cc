@@ -11,7 +11,8 @@
 // path's share to a path that has finished its own. Opt-in
 // (MIXNET_PULL_CHUNK_BYTES, off by default): it pays where a path lags the
 // plan by much (a circuit at a third of its planned rate: the pair's time
-// halved, tests/emulation/pull_fabric_test), and on healthy emulated links
+// 0.42-0.78x, median 0.53x, of fixed pieces', and under their 1.007 s floor in
+// 24 of 24 runs, tests/emulation/pull_fabric_test), and on healthy emulated links
 // its take-overs put the route bench's trace rows at half rate 3-13% over
 // the model where fixed pieces were 2-5% over.
 //

@@ -11,9 +11,14 @@
 //    half of h0's circuit bytes leave through ocs1;
 //  - paced by the receiver: both circuits busy to the end, T = B / (4r/3)
 //    = 0.503 s, ocs1 carrying a quarter (r/3 of 4r/3).
-// Checked: paced under 0.75 x fixed, ocs1's share 0.45..0.55 fixed and
-// 0.15..0.38 paced (TCP's frames, ACKs and the pieces' granularity around
-// the ideal), every byte verified. Threads: rank threads run the
+// Checked: paced under fixed pieces' floor (1.007 s: no run with fixed
+// pieces can be that fast, ocs1 must carry B/2 at r/3) and under the fixed
+// run itself, ocs1's share 0.45..0.55 fixed and 0.08..0.40 paced, every byte
+// verified. Measured (24 runs on 2 cores, 2026-12-04): fixed 1.11-1.72 s,
+// paced 0.70-0.87 s (ratio 0.42-0.78), paced share 0.147-0.338 around the
+// ideal 0.25: TCP's frames and ACKs, the rates measured between arrivals
+// and the pieces' granularity. An earlier version asked for paced < 0.75 x
+// fixed and share > 0.15, which failed about one run in six. Threads: rank threads run the
 // collectives; the test thread reads the counters.
 #include <iostream>
 
@@ -112,9 +117,10 @@ TEST_F(PullFabricTest, ReceiverMovesASlowCircuitsShareToTheFastOne) {
   const Run paced = Exchange(128 << 10);
   std::cout << "floors (hand-worked): fixed 1.007 s, paced 0.503 s\n";
   EXPECT_NEAR(fixed.ocs1_share, 0.5, 0.05);
-  EXPECT_GT(paced.ocs1_share, 0.15);
-  EXPECT_LT(paced.ocs1_share, 0.38);
-  EXPECT_LT(paced.seconds, 0.75 * fixed.seconds);
+  EXPECT_GT(paced.ocs1_share, 0.08);
+  EXPECT_LT(paced.ocs1_share, 0.40);
+  EXPECT_LT(paced.seconds, 1.007);  // fixed pieces' floor, hand-worked above
+  EXPECT_LT(paced.seconds, fixed.seconds);
 }
 
 }  // namespace
