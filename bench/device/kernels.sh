@@ -14,7 +14,10 @@
 #      combine_fraction are the fractions of the GPU's peak memory bandwidth.
 # Progress goes to stderr; stdout carries only the JSON. Exit 0 when every test
 # passed and the benchmark ran (the 70% target is reported, not enforced).
-# Knobs: BUILD_DIR (<repo>/build-device-kernels), JOBS (16), BENCH_ARGS ("").
+# Knobs: BUILD_DIR (<repo>/build-device-kernels), JOBS (16), BENCH_ARGS (""),
+# MIXNET_DEVICE_PACK (a pack made by pack.sh on a build host: steps 1-2 are
+# skipped and its programs and libraries are used; for a node without Debian's
+# packages).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -24,18 +27,28 @@ export PATH="/usr/local/cuda/bin:$PATH"
 log() { echo "[kernels.sh $(date +%T)] $*" >&2; }
 START=$(date +%s)
 
-missing=()
-for tool in cmake ninja g++ nvcc python3; do
-  command -v "$tool" >/dev/null || missing+=("$tool")
-done
-for pkg in libabsl-dev libgtest-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev \
-  libgrpc++-dev; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
-    missing+=("$pkg")
-done
-if ((${#missing[@]} > 0)); then
-  log "missing: ${missing[*]}; running scripts/install-deps.sh"
-  "$ROOT/scripts/install-deps.sh" >&2
+PACK=${MIXNET_DEVICE_PACK:-}
+if [[ -n $PACK ]]; then
+  PACK=$(cd "$PACK" && pwd)
+  # shellcheck source=bench/device/pack_env.sh
+  . "$ROOT/bench/device/pack_env.sh"
+  BUILD=$PACK/build
+  pack_env "$PACK" tests/moe/moe_kernels_gpu_test tests/locality/gate_histogram_gpu_test \
+    tests/moe/moe_reference_test bench/moe_kernels/mixnet_moe_kernels_bench || exit 1
+  nvidia-smi -L >&2 || log "nvidia-smi not available"
+else
+  missing=()
+  for tool in cmake ninja g++ nvcc python3; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+  done
+  for pkg in libabsl-dev libgtest-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev \
+    libgrpc++-dev; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$pkg")
+  done
+  if ((${#missing[@]} > 0)); then
+    log "missing: ${missing[*]}; running scripts/install-deps.sh"
+    "$ROOT/scripts/install-deps.sh" >&2
 fi
 command -v nvcc >/dev/null || { log "no nvcc at /usr/local/cuda/bin"; exit 1; }
 nvidia-smi -L >&2 || log "nvidia-smi not available"
@@ -50,6 +63,7 @@ log "building the kernel tests and benchmark"
 ninja -C "$BUILD" -j"$JOBS" moe_kernels_gpu_test gate_histogram_gpu_test moe_reference_test \
   mixnet_moe_kernels_bench >"$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log" >&2; exit 1; }
 log "built in $(($(date +%s) - START)) s"
+fi
 
 RESULTS=$(mktemp -d /tmp/mixnet_kernels.XXXXXX)
 trap 'rm -rf "$RESULTS"' EXIT

@@ -10,11 +10,20 @@
 #      once with ours (NCCL_NET_PLUGIN=<abs path>, NCCL_NET=mixnet) and once with
 #      NCCL's built-in Socket transport (NCCL_NET=Socket), both on loopback,
 #   4. checks every received element (the program exits non-zero otherwise)
-#      and that NCCL really used the plugin asked for, and prints one JSON line:
-#      {"mixnet": {...}, "socket": {...}, "mixnet_over_socket": ratio}.
+#      and that NCCL really used the plugin asked for,
+#   5. runs our TCP transport alone (mixnet_alltoall_perf, same ranks and
+#      bytes, host memory, TCP over loopback): the ceiling the plugin's runs
+#      would reach if NCCL's staging through the GPU were free, to tell which
+#      side bounds them; and prints one JSON line: {"mixnet": {...},
+#      "socket": {...}, "mixnet_over_socket": ratio,
+#      "tcp_transport_host_memory": {...}, "mixnet_over_transport_alone": r}.
 # Progress goes to stderr; stdout carries only the JSON. Exit 0 on success.
 # Knobs: WORLD (4), BYTES per peer (8388608), ITERS (10), CUDA_HOME
-# (/usr/local/cuda), NVCC_ARCH (-arch=sm_90), BUILD_DIR (<repo>/build-device).
+# (/usr/local/cuda), NVCC_ARCH (-arch=sm_90), BUILD_DIR (<repo>/build-device),
+# MIXNET_DEVICE_PACK (a pack made by pack.sh: steps 1-2 are skipped, its plugin
+# and program are used, and NCCL's libnccl.so.2 is looked for on this node: in
+# $CUDA_HOME, then in the Python packages nvidia.nccl and torch; NCCL_LIB_DIR
+# names its folder outright).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -27,20 +36,46 @@ ARCH=${NVCC_ARCH:--arch=sm_90}
 export PATH="$CUDA/bin:$PATH"
 log() { echo "[nccl_plugin.sh $(date +%T)] $*" >&2; }
 
-log "building the plugin in $BUILD"
-mkdir -p "$BUILD"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXNET_WITH_CUDA=OFF \
-  -DMIXNET_BUILD_TESTS=OFF -DMIXNET_BUILD_BENCH=OFF >"$BUILD/configure.log" 2>&1 ||
-  { tail -30 "$BUILD/configure.log" >&2; exit 1; }
-ninja -C "$BUILD" nccl_net_mixnet >&2
-PLUGIN="$BUILD/plugins/nccl_net/libnccl-net-mixnet.so"
-[[ -f $PLUGIN ]] || { log "no plugin at $PLUGIN"; exit 1; }
+PACK=${MIXNET_DEVICE_PACK:-}
+if [[ -n $PACK ]]; then
+  PACK=$(cd "$PACK" && pwd)
+  # shellcheck source=bench/device/pack_env.sh
+  . "$ROOT/bench/device/pack_env.sh"
+  pack_env "$PACK" plugins/nccl_net/libnccl-net-mixnet.so || exit 1
+  PLUGIN="$PACK/build/plugins/nccl_net/libnccl-net-mixnet.so"
+  PROG="$PACK/build/nccl_alltoall_check"
+  PERF="$PACK/build/bench/alltoall_perf/mixnet_alltoall_perf"
+  nccl_dir=${NCCL_LIB_DIR:-}
+  if [[ -z $nccl_dir ]]; then
+    for d in "$CUDA/lib64" "$CUDA/lib" \
+      "$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)" \
+      "$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)"; do
+      if [[ -n $d && -e $d/libnccl.so.2 ]]; then nccl_dir=$d; break; fi
+    done
+  fi
+  [[ -n $nccl_dir && -e $nccl_dir/libnccl.so.2 ]] ||
+    { log "no libnccl.so.2 on this node (CUDA_HOME, nvidia.nccl, torch); set NCCL_LIB_DIR"; exit 1; }
+  log "NCCL from $nccl_dir"
+  export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
+  missing=$(ldd "$PROG" | grep "not found" || true)
+  [[ -z $missing ]] || { log "nccl_alltoall_check: not found: $missing"; exit 1; }
+else
+  log "building the plugin in $BUILD"
+  mkdir -p "$BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXNET_WITH_CUDA=OFF \
+    -DMIXNET_BUILD_TESTS=OFF -DMIXNET_BUILD_BENCH=ON >"$BUILD/configure.log" 2>&1 ||
+    { tail -30 "$BUILD/configure.log" >&2; exit 1; }
+  ninja -C "$BUILD" nccl_net_mixnet mixnet_alltoall_perf >&2
+  PERF="$BUILD/bench/alltoall_perf/mixnet_alltoall_perf"
+  PLUGIN="$BUILD/plugins/nccl_net/libnccl-net-mixnet.so"
+  [[ -f $PLUGIN ]] || { log "no plugin at $PLUGIN"; exit 1; }
 
-log "building the all-to-all program ($ARCH)"
-PROG="$BUILD/nccl_alltoall_check"
-# shellcheck disable=SC2086  # ARCH may hold several flags
-nvcc -O2 -std=c++17 $ARCH -o "$PROG" "$ROOT/bench/nccl_plugin/nccl_alltoall_check.cu" \
-  -I"$CUDA/include" -L"$CUDA/lib64" -lnccl -Xlinker -rpath -Xlinker "$CUDA/lib64" >&2
+  log "building the all-to-all program ($ARCH)"
+  PROG="$BUILD/nccl_alltoall_check"
+  # shellcheck disable=SC2086  # ARCH may hold several flags
+  nvcc -O2 -std=c++17 $ARCH -o "$PROG" "$ROOT/bench/nccl_plugin/nccl_alltoall_check.cu" \
+    -I"$CUDA/include" -L"$CUDA/lib64" -lnccl -Xlinker -rpath -Xlinker "$CUDA/lib64" >&2
+fi
 nvidia-smi -L >&2 || true
 
 # run_case NAME EXPECT_REGEX ENV...: one all-to-all job; prints rank 0's JSON.
@@ -70,6 +105,9 @@ run_case() {
     grep -hiE "NET/|Using network" "$dir"/nccl.0.log | head -10 >&2 || true
     return 1
   fi
+  # Which NCCL and which of its network settings ran, for the record.
+  grep -hE "NCCL version|NET/(Plugin|Socket|mixnet)|Using network" "$dir/nccl.0.log" |
+    grep -v "Channel" | sed 's/^[^]]*\] //' | sort -u | head -8 | sed "s/^/[$name] /" >&2 || true
   cat "$dir/out.0"
   rm -rf "$dir"
 }
@@ -83,10 +121,25 @@ SOCKET_JSON=$(run_case socket "Using network Socket|NET/Socket" \
   NCCL_NET_PLUGIN=none NCCL_NET=Socket)
 log "socket: $SOCKET_JSON"
 
-python3 - "$MIXNET_JSON" "$SOCKET_JSON" <<'PY'
+# What our TCP transport alone does between the same number of processes on
+# host memory over loopback (no GPU, no NCCL): the ceiling the plugin runs
+# would reach if NCCL's staging through the GPU cost nothing.
+TCP_JSON=null
+if [[ -n $PERF && -x $PERF ]]; then
+  log "run 3: our TCP transport alone (mixnet_alltoall_perf, host memory, MIXNET_INTRA_HOST=nic)"
+  TCP_JSON=$(MIXNET_INTRA_HOST=nic MIXNET_SOCKET_IFNAME=lo timeout 120 "$PERF" --ranks "$WORLD" \
+    --sizes "$BYTES" --iters "$ITERS" --json 2>/dev/null | tail -1) || TCP_JSON=null
+  [[ -n $TCP_JSON ]] || TCP_JSON=null
+  log "tcp transport alone: $TCP_JSON"
+fi
+
+python3 - "$MIXNET_JSON" "$SOCKET_JSON" "$TCP_JSON" <<'PY'
 import json, sys
-m, s = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+m, s, t = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 ratio = m["busbw_gbytes_per_s"] / s["busbw_gbytes_per_s"] if s["busbw_gbytes_per_s"] else None
-print(json.dumps({"bench": "nccl_plugin_device", "mixnet": m, "socket": s,
-                  "mixnet_over_socket": ratio}))
+out = {"bench": "nccl_plugin_device", "mixnet": m, "socket": s, "mixnet_over_socket": ratio}
+if t:
+    out["tcp_transport_host_memory"] = t
+    out["mixnet_over_transport_alone"] = m["busbw_gbytes_per_s"] / t["busbw_GBps"]
+print(json.dumps(out))
 PY

@@ -2,9 +2,9 @@
 // in both modes on random routings (int32/int64 ids, drops, contiguous and
 // scattered expert maps, 1..64 ranks, up to 4096 tokens), permute and combine
 // bit for bit in bf16/fp16/fp32 on the vector and element paths, device-side
-// error reporting, and the whole pipeline captured in a CUDA graph and
-// replayed. Label `gpu`: skips with the reason when no CUDA device is present.
-// Single-threaded.
+// error reporting, skewed routings (most experts and ranks empty), and the
+// whole pipeline captured in a CUDA graph and replayed. Label `gpu`: skips
+// with the reason when no CUDA device is present. Single-threaded.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,6 +26,7 @@ using ::testing::HasSubstr;
 using testing::Narrow;
 using testing::RandomElements;
 using testing::RandomRouting;
+using testing::SkewedRouting;
 using testing::Routing;
 
 class MoeKernelsGpuTest : public ::testing::Test {
@@ -166,6 +167,66 @@ TEST_F(MoeKernelsGpuTest, CombineMatchesCpuBitForBit) {
                                     l->slot_row, weighted ? weights.data() : nullptr);
           ASSERT_TRUE(got.ok()) << got.status();
           ASSERT_EQ(*got, want);
+        }
+      }
+    }
+  }
+}
+
+// Skewed routings (95% and 100% of tokens on the same k experts: most
+// experts and ranks empty, one expert's rows in the thousands) with odd
+// hidden sizes: layout, permute and combine against the CPU references.
+TEST_F(MoeKernelsGpuTest, SkewedRoutingsMatchCpu) {
+  unsigned seed = 400;
+  for (double hot : {0.95, 1.0}) {
+    for (bool scattered : {false, true}) {
+      const Routing r = SkewedRouting(3001, 8, 256, 8, hot, scattered, seed++);
+      const std::vector<int32_t> ids32 = Narrow(r.ids);
+      for (DispatchMode mode : {DispatchMode::kPerRank, DispatchMode::kPerSlot}) {
+        SCOPED_TRACE(::testing::Message() << "hot " << hot << " scattered " << scattered << " mode "
+                                          << static_cast<int>(mode));
+        const LayoutInput in = InputOf(r, ids32, false, mode);
+        absl::StatusOr<Layout> cpu = ComputeLayout(in);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        absl::StatusOr<Layout> gpu = cuda::LayoutFromHost(in);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        ExpectSameLayout(*gpu, *cpu);
+        if (hot == 1.0) {
+          // Closed form: every token's k slots on experts 0..k-1, once each.
+          for (int e = 0; e < r.num_experts; ++e) {
+            EXPECT_EQ(cpu->expert_counts[e], e < r.k ? r.tokens : 0) << "expert " << e;
+          }
+        }
+        for (int64_t hidden : {int64_t{7168}, int64_t{9}}) {
+          const DType dtype = DType::kBFloat16;
+          const std::vector<uint8_t> x = RandomElements(dtype, r.tokens * hidden, seed++);
+          std::vector<uint8_t> want(cpu->total_rows * hidden * ElementBytes(dtype));
+          ASSERT_TRUE(Permute({.x = x.data(),
+                               .dtype = dtype,
+                               .tokens = r.tokens,
+                               .hidden = hidden,
+                               .row_token = cpu->row_token,
+                               .send = want.data()})
+                          .ok());
+          absl::StatusOr<std::vector<uint8_t>> got =
+              cuda::PermuteFromHost(x.data(), dtype, r.tokens, hidden, cpu->row_token);
+          ASSERT_TRUE(got.ok()) << got.status();
+          ASSERT_EQ(*got, want);
+          std::vector<uint8_t> out(r.tokens * hidden * ElementBytes(dtype));
+          ASSERT_TRUE(Combine({.buf = want.data(),
+                               .buf_rows = cpu->total_rows,
+                               .dtype = dtype,
+                               .tokens = r.tokens,
+                               .hidden = hidden,
+                               .k = r.k,
+                               .slot_row = cpu->slot_row.data(),
+                               .weights = nullptr,
+                               .out = out.data()})
+                          .ok());
+          absl::StatusOr<std::vector<uint8_t>> back = cuda::CombineFromHost(
+              want.data(), cpu->total_rows, dtype, r.tokens, hidden, r.k, cpu->slot_row, nullptr);
+          ASSERT_TRUE(back.ok()) << back.status();
+          ASSERT_EQ(*back, out);
         }
       }
     }

@@ -49,6 +49,25 @@ inline Routing RandomRouting(int64_t tokens, int k, int experts, int ranks, doub
   return r;
 }
 
+// A skewed routing: each token, with probability `hot`, sends its k slots to
+// the k hot experts 0..k-1 (in a random order), else to k distinct uniform
+// experts. hot = 1 leaves every other expert empty and, with contiguous
+// expert blocks, every rank but the hot experts' with no rows.
+inline Routing SkewedRouting(int64_t tokens, int k, int experts, int ranks, double hot,
+                             bool scattered, unsigned seed) {
+  Routing r = RandomRouting(tokens, k, experts, ranks, 0.0, scattered, seed);
+  std::mt19937 rng(seed + 1);
+  std::bernoulli_distribution is_hot(hot);
+  std::vector<int64_t> hot_set(k);
+  for (int i = 0; i < k; ++i) hot_set[i] = i;
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (!is_hot(rng)) continue;
+    std::shuffle(hot_set.begin(), hot_set.end(), rng);
+    std::copy(hot_set.begin(), hot_set.end(), r.ids.begin() + t * k);
+  }
+  return r;
+}
+
 inline std::vector<int32_t> Narrow(const std::vector<int64_t>& ids) {
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
