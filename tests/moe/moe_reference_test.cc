@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 using testing::RandomElements;
 using testing::RandomRouting;
 using testing::Routing;
+using testing::SkewedRouting;
 
 // 4 tokens, top-2 of 4 experts; experts 0,1 on rank 0 and 2,3 on rank 1.
 // Token 1 sends both slots to rank 0; token 2 drops its second slot.
@@ -191,6 +192,35 @@ TEST(MoeLayoutTest, PropertiesOnRandomRoutings) {
     CheckProperties(RandomRouting(500, 2, 8, 1, 0.2, false, seed++), mode);
     CheckProperties(RandomRouting(0, 4, 8, 2, 0.0, false, seed++), mode);
     CheckProperties(RandomRouting(300, 1, 300, 7, 0.0, true, seed++), mode);
+  }
+}
+
+// Every token on the same k experts (0..k-1, one contiguous block on rank
+// 0 of 8): hand-worked, rank 0 gets one row per token in per-rank mode and
+// k per token in per-slot mode, every other rank and expert none; the
+// properties hold on a 95%-skewed routing too.
+TEST(MoeLayoutTest, SkewedRoutings) {
+  const int64_t tokens = 1001;
+  const int k = 8, experts = 256, ranks = 8;
+  const Routing r = SkewedRouting(tokens, k, experts, ranks, 1.0, false, 3);
+  for (DispatchMode mode : {DispatchMode::kPerRank, DispatchMode::kPerSlot}) {
+    absl::StatusOr<Layout> l = ComputeLayout({.topk_ids = r.ids.data(),
+                                              .ids_int64 = true,
+                                              .tokens = tokens,
+                                              .k = k,
+                                              .num_experts = experts,
+                                              .num_ranks = ranks,
+                                              .expert_rank = r.expert_rank.data(),
+                                              .mode = mode});
+    ASSERT_TRUE(l.ok()) << l.status();
+    const int64_t rows = mode == DispatchMode::kPerRank ? tokens : tokens * k;
+    EXPECT_EQ(l->total_rows, rows);
+    EXPECT_THAT(l->rank_counts, ElementsAre(rows, 0, 0, 0, 0, 0, 0, 0));
+    for (int e = 0; e < experts; ++e) {
+      EXPECT_EQ(l->expert_counts[e], e < k ? tokens : 0) << "expert " << e;
+    }
+    CheckProperties(r, mode);
+    CheckProperties(SkewedRouting(tokens, k, experts, ranks, 0.95, true, 4), mode);
   }
 }
 
