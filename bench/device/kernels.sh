@@ -49,20 +49,20 @@ else
   if ((${#missing[@]} > 0)); then
     log "missing: ${missing[*]}; running scripts/install-deps.sh"
     "$ROOT/scripts/install-deps.sh" >&2
-fi
-command -v nvcc >/dev/null || { log "no nvcc at /usr/local/cuda/bin"; exit 1; }
-nvidia-smi -L >&2 || log "nvidia-smi not available"
+  fi
+  command -v nvcc >/dev/null || { log "no nvcc at /usr/local/cuda/bin"; exit 1; }
+  nvidia-smi -L >&2 || log "nvidia-smi not available"
 
-log "configuring $BUILD (CUDA on)"
-mkdir -p "$BUILD"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXNET_WITH_CUDA=ON \
-  -DMIXNET_BUILD_TESTS=ON -DMIXNET_BUILD_BENCH=ON >"$BUILD/configure.log" 2>&1 ||
-  { tail -30 "$BUILD/configure.log" >&2; exit 1; }
-grep -q "cuda=ON" "$BUILD/configure.log" || { log "CMake did not enable CUDA"; exit 1; }
-log "building the kernel tests and benchmark"
-ninja -C "$BUILD" -j"$JOBS" moe_kernels_gpu_test gate_histogram_gpu_test moe_reference_test \
-  mixnet_moe_kernels_bench >"$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log" >&2; exit 1; }
-log "built in $(($(date +%s) - START)) s"
+  log "configuring $BUILD (CUDA on)"
+  mkdir -p "$BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXNET_WITH_CUDA=ON \
+    -DMIXNET_BUILD_TESTS=ON -DMIXNET_BUILD_BENCH=ON >"$BUILD/configure.log" 2>&1 ||
+    { tail -30 "$BUILD/configure.log" >&2; exit 1; }
+  grep -q "cuda=ON" "$BUILD/configure.log" || { log "CMake did not enable CUDA"; exit 1; }
+  log "building the kernel tests and benchmark"
+  ninja -C "$BUILD" -j"$JOBS" moe_kernels_gpu_test gate_histogram_gpu_test moe_reference_test \
+    mixnet_moe_kernels_bench >"$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log" >&2; exit 1; }
+  log "built in $(($(date +%s) - START)) s"
 fi
 
 RESULTS=$(mktemp -d /tmp/mixnet_kernels.XXXXXX)

@@ -10,7 +10,7 @@ pack_env() {
   [[ -f $pack/MANIFEST ]] || { log "MIXNET_DEVICE_PACK=$pack is not a pack (no MANIFEST; make one with bench/device/pack.sh)"; return 1; }
   log "using the prebuilt pack $pack: $(head -1 "$pack/MANIFEST")"
   export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  # The node's own libstdc++/libgcc_s are newer than the build host's, and
+  # The node's own libstdc++/libgcc_s are usually newer than the build host's, and
   # CUDA's and NCCL's libraries may need them: the pack's copies are used only
   # when the node has none.
   for p in "$@"; do
