@@ -70,7 +70,9 @@ for name in "${!libs[@]}"; do
   esac
 done
 {
-  echo "commit $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+  dirty=""
+  git -C "$ROOT" diff --quiet HEAD 2>/dev/null || dirty=" with uncommitted changes"
+  echo "commit $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)$dirty"
   echo "built $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "g++ $(g++ -dumpfullversion), $(nvcc --version | tail -2 | head -1)"
   printf 'program %s\n' "${TARGETS[@]}"
