@@ -41,7 +41,6 @@ if [[ -n $PACK ]]; then
   PACK=$(cd "$PACK" && pwd)
   # shellcheck source=bench/device/pack_env.sh
   . "$ROOT/bench/device/pack_env.sh"
-  pack_env "$PACK" plugins/nccl_net/libnccl-net-mixnet.so || exit 1
   PLUGIN="$PACK/build/plugins/nccl_net/libnccl-net-mixnet.so"
   PROG="$PACK/build/nccl_alltoall_check"
   PERF="$PACK/build/bench/alltoall_perf/mixnet_alltoall_perf"
@@ -56,9 +55,9 @@ if [[ -n $PACK ]]; then
   [[ -n $nccl_dir && -e $nccl_dir/libnccl.so.2 ]] ||
     { log "no libnccl.so.2 on this node (CUDA_HOME, nvidia.nccl, torch); set NCCL_LIB_DIR"; exit 1; }
   log "NCCL from $nccl_dir"
-  export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
-  missing=$(ldd "$PROG" | grep "not found" || true)
-  [[ -z $missing ]] || { log "nccl_alltoall_check: not found: $missing"; exit 1; }
+  export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  pack_env "$PACK" plugins/nccl_net/libnccl-net-mixnet.so nccl_alltoall_check \
+    bench/alltoall_perf/mixnet_alltoall_perf || exit 1
 else
   log "building the plugin in $BUILD"
   mkdir -p "$BUILD"
