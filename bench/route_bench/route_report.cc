@@ -22,6 +22,7 @@ nlohmann::ordered_json RowJson(const CaseFigures& c, const RouterFigures& f, con
                               {"link_bound", f.utilisation >= demo::kLinkBound},
                               {"measured_min_ms", f.measured_min_ms},
                               {"measured_max_ms", f.measured_max_ms},
+                              {"iterations_ms", f.iterations_ms},
                               {"model_ms", f.model_ms},
                               {"wire_factor", f.wire_factor},
                               {"lower_bound_ms", c.lower_bound_ms},

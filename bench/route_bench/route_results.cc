@@ -125,6 +125,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
     wires.push_back(x.wire);
   }
   f.iterations = static_cast<int>(iters.size());
+  f.iterations_ms = ms;
   f.measured_ms = LowerMedian(ms);
   f.measured_min_ms = *std::min_element(ms.begin(), ms.end());
   f.measured_max_ms = *std::max_element(ms.begin(), ms.end());

@@ -54,10 +54,11 @@ struct RouterFigures {
   int iterations = 0;      // timed
   double measured_ms = 0;  // median over timed iterations
   double measured_min_ms = 0, measured_max_ms = 0;
-  double floor_ms = 0;     // median of the iterations' floors
-  double utilisation = 0;  // median of the iterations' floor / time
-  std::string busiest;     // busiest link-direction of the median iteration
-  double model_ms = 0;     // fluid model, payload bytes
+  std::vector<double> iterations_ms;  // each timed iteration's slowest rank, in order
+  double floor_ms = 0;                // median of the iterations' floors
+  double utilisation = 0;             // median of the iterations' floor / time
+  std::string busiest;                // busiest link-direction of the median iteration
+  double model_ms = 0;                // fluid model, payload bytes
   // Median of NIC tx bytes / the payload bytes the hops carry (a relayed byte
   // counts once per hop): frames and ACKs per payload byte on a link.
   double wire_factor = 0;

@@ -58,7 +58,7 @@ TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
   for (const nlohmann::json& j : rows) {
     for (const char* k :
          {"case", "router", "measured_ms", "predicted_ms", "simulated_ms", "floor_ms",
-          "utilisation", "busiest", "link_bound", "wire_factor", "circuits"}) {
+          "utilisation", "busiest", "link_bound", "wire_factor", "circuits", "iterations_ms"}) {
       ASSERT_TRUE(j.contains(k)) << "no '" << k << "' in " << j.dump();
     }
     EXPECT_GT(j["measured_ms"].get<double>(), 0) << j.dump();

@@ -135,6 +135,7 @@ TEST(RouteBenchResults, FloorUtilisationAndPrediction) {
   EXPECT_DOUBLE_EQ(f->measured_ms, 150);
   EXPECT_DOUBLE_EQ(f->measured_min_ms, 120);
   EXPECT_DOUBLE_EQ(f->measured_max_ms, 300);
+  EXPECT_EQ(f->iterations_ms, (std::vector<double>{120, 300, 150}));
   EXPECT_DOUBLE_EQ(f->floor_ms, 80);
   EXPECT_NEAR(f->utilisation, 80.0 / 150.0, 1e-12);
   EXPECT_EQ(f->busiest, "h0/eps0 tx");
