@@ -123,10 +123,6 @@ absl::StatusOr<std::unique_ptr<EmulatedFabric>> EmulatedFabric::Up(const cluster
     return absl::InvalidArgumentError(
         absl::StrCat("emulation: control TOS ", options.control_tos, " outside 0..255 (-1: none)"));
   }
-  if (options.ack_priority && options.control_tos < 0) {
-    return absl::InvalidArgumentError(
-        "emulation: ACK priority needs the control class (a control TOS >= 0)");
-  }
   if (options.leaf_hosts < 0 || (options.leaf_hosts > 0 && !(options.uplink_gbps > 0))) {
     return absl::InvalidArgumentError(
         absl::StrCat("emulation: leaf_hosts ", options.leaf_hosts, " needs >= 0, and leaves need ",
@@ -232,12 +228,11 @@ absl::Status EmulatedFabric::BuildHost(const cluster::HostSpec& host, int host_i
     RETURN_IF_ERROR(Annotate(CreateVeth(*hs, nic.name, peer_ns, peer), what));
     RETURN_IF_ERROR(Annotate(AddAddress(*hs, nic.name, nic.address, nic.prefix_len), what));
     if (nic.gbps > 0) {
-      RETURN_IF_ERROR(
-          Annotate(SetTbf(*hs, nic.name, nic.gbps, options_.burst_ms, options_.queue_frames,
-                          options_.control_tos, options_.ack_priority),
-                   what));
+      RETURN_IF_ERROR(Annotate(SetTbf(*hs, nic.name, nic.gbps, options_.burst_ms,
+                                      options_.queue_frames, options_.control_tos),
+                               what));
       RETURN_IF_ERROR(Annotate(SetTbf(*ps, peer, nic.gbps, options_.burst_ms, options_.queue_frames,
-                                      options_.control_tos, options_.ack_priority),
+                                      options_.control_tos),
                                what));
     }
     if (eps) {
@@ -287,14 +282,12 @@ absl::Status EmulatedFabric::BuildLeaves() {
     const std::string what = absl::StrCat("leaf ", leaf, " uplink");
     RETURN_IF_ERROR(Annotate(CreateBridge(*eps, leaf), what));
     RETURN_IF_ERROR(Annotate(CreateVeth(*eps, up, ns, dn), what));
-    RETURN_IF_ERROR(
-        Annotate(SetTbf(*eps, up, options_.uplink_gbps, options_.burst_ms, options_.queue_frames,
-                        options_.control_tos, options_.ack_priority),
-                 what));
-    RETURN_IF_ERROR(
-        Annotate(SetTbf(*eps, dn, options_.uplink_gbps, options_.burst_ms, options_.queue_frames,
-                        options_.control_tos, options_.ack_priority),
-                 what));
+    RETURN_IF_ERROR(Annotate(SetTbf(*eps, up, options_.uplink_gbps, options_.burst_ms,
+                                    options_.queue_frames, options_.control_tos),
+                             what));
+    RETURN_IF_ERROR(Annotate(SetTbf(*eps, dn, options_.uplink_gbps, options_.burst_ms,
+                                    options_.queue_frames, options_.control_tos),
+                             what));
     RETURN_IF_ERROR(Annotate(SetMaster(*eps, up, leaf), what));
     RETURN_IF_ERROR(Annotate(SetMaster(*eps, dn, "spine"), what));
     for (const std::string& link : {leaf, up, dn}) {

@@ -69,10 +69,6 @@ struct EmulationOptions {
   // (SetTbf's priority_tos), as switches configured for the transport's
   // control class (MIXNET_CONTROL_TC) give it; -1: one FIFO per link.
   int control_tos = -1;
-  // Small TCP segments (pure ACKs) take that class too (SetTbf's
-  // ack_priority; needs control_tos >= 0): no ACK waits behind a queue that
-  // the rate scaling made 4000x longer than the real port's.
-  bool ack_priority = false;
 };
 
 class EmulatedFabric {

@@ -7,7 +7,6 @@
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <netinet/in.h>
 #include <netlink/addr.h>
 #include <netlink/cache.h>
 #include <netlink/errno.h>
@@ -200,7 +199,7 @@ constexpr uint32_t kPrioClassMinor = 0x10;  // 10:10, prio 0
 constexpr uint32_t kBulkClassMinor = 0x20;  // 10:20, prio 1, the default
 
 absl::Status AddPriorityQueue(netns::NlSocket& sock, int index, const std::string& what,
-                              const TbfParams& p, int tos, bool ack_priority) {
+                              const TbfParams& p, int tos) {
   NlPtr<rtnl_qdisc> htb(rtnl_qdisc_alloc());
   if (!htb) return absl::ResourceExhaustedError("rtnl_qdisc_alloc failed");
   rtnl_tc_set_ifindex(TC_CAST(htb.get()), index);
@@ -268,46 +267,17 @@ absl::Status AddPriorityQueue(netns::NlSocket& sock, int index, const std::strin
   // A match ends the search with that class (tc's "flowid" sets it too).
   RETURN_IF_ERROR(
       sock.Error(rtnl_u32_set_cls_terminal(filter.get()), what, "rtnl_u32_set_cls_terminal"));
-  RETURN_IF_ERROR(sock.Error(rtnl_cls_add(sock.get(), filter.get(), NLM_F_CREATE), what,
-                             "rtnl_cls_add(u32 tos -> priority class)"));
-  if (!ack_priority) return absl::OkStatus();
-  // u32 at the IPv4 header: protocol TCP (offset 9) and a total length
-  // (offset 2) under kAckPriorityBytes (a power of two: the mask keeps the
-  // bits at and above it, which must all be zero).
-  static_assert((kAckPriorityBytes & (kAckPriorityBytes - 1)) == 0);
-  NlPtr<rtnl_cls> acks(rtnl_cls_alloc());
-  if (!acks) return absl::ResourceExhaustedError("rtnl_cls_alloc failed");
-  rtnl_tc_set_ifindex(TC_CAST(acks.get()), index);
-  rtnl_tc_set_parent(TC_CAST(acks.get()), TC_HANDLE(kPrioQdiscMajor, 0));
-  RETURN_IF_ERROR(
-      sock.Error(rtnl_tc_set_kind(TC_CAST(acks.get()), "u32"), what, "rtnl_tc_set_kind(u32)"));
-  rtnl_cls_set_prio(acks.get(), 2);
-  rtnl_cls_set_protocol(acks.get(), ETH_P_IP);
-  RETURN_IF_ERROR(sock.Error(
-      rtnl_u32_add_key_uint16(acks.get(), 0, static_cast<uint16_t>(~(kAckPriorityBytes - 1)), 2, 0),
-      what, "rtnl_u32_add_key_uint16(total length)"));
-  RETURN_IF_ERROR(sock.Error(rtnl_u32_add_key_uint8(acks.get(), IPPROTO_TCP, 0xff, 9, 0), what,
-                             "rtnl_u32_add_key_uint8(protocol)"));
-  RETURN_IF_ERROR(
-      sock.Error(rtnl_u32_set_classid(acks.get(), TC_HANDLE(kPrioQdiscMajor, kPrioClassMinor)),
-                 what, "rtnl_u32_set_classid"));
-  RETURN_IF_ERROR(
-      sock.Error(rtnl_u32_set_cls_terminal(acks.get()), what, "rtnl_u32_set_cls_terminal"));
-  return sock.Error(rtnl_cls_add(sock.get(), acks.get(), NLM_F_CREATE), what,
-                    "rtnl_cls_add(u32 small TCP segments -> priority class)");
+  return sock.Error(rtnl_cls_add(sock.get(), filter.get(), NLM_F_CREATE), what,
+                    "rtnl_cls_add(u32 tos -> priority class)");
 }
 
 }  // namespace
 
 absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps, double burst_ms,
-                    int queue_frames, int priority_tos, bool ack_priority) {
+                    int queue_frames, int priority_tos) {
   if (priority_tos > 255) {
     return absl::InvalidArgumentError(
         absl::StrCat("link ", ifname, ": priority TOS ", priority_tos, " outside 0..255"));
-  }
-  if (ack_priority && priority_tos < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "link ", ifname, ": ACK priority needs the priority queue (a priority TOS >= 0)"));
   }
   ASSIGN_OR_RETURN(const TbfParams p, TbfFor(gbps, burst_ms, queue_frames));
   const std::string what = absl::StrCat("link ", ifname, " tbf ", gbps, " Gbit/s");
@@ -325,7 +295,7 @@ absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps
   RETURN_IF_ERROR(sock.Error(rtnl_qdisc_add(sock.get(), q.get(), NLM_F_CREATE | NLM_F_REPLACE),
                              what, "rtnl_qdisc_add(tbf)"));
   if (priority_tos < 0) return absl::OkStatus();
-  return AddPriorityQueue(sock, index, what, p, priority_tos, ack_priority);
+  return AddPriorityQueue(sock, index, what, p, priority_tos);
 }
 
 absl::StatusOr<std::vector<LinkInfo>> ReadLinks(netns::NlSocket& sock) {

@@ -86,19 +86,9 @@ absl::StatusOr<TbfParams> TbfFor(double gbps, double burst_ms = kDefaultBurstMs,
 // classes 10:10 (priority, prio 0) and 10:20 (the rest, prio 1, the default)
 // at well above the tbf rate, each class a bfifo of the tbf's queue limit,
 // and a u32 filter on the TOS byte.
-// `ack_priority` (needs priority_tos >= 0): TCP segments under
-// kAckPriorityBytes (pure ACKs, SYN, FIN, payloads of a few dozen bytes) take
-// the priority queue too, whatever their TOS. The emulated links run about
-// 4000x slower than the NICs they stand for but keep a switch's queue in
-// frames, so a queue that lasts 50 us on the real port lasts 194 ms here, and
-// a flow whose ACKs cross a port busy with the other direction's data waits
-// that long per round trip (window growth, recovery) where on the real
-// fabric it would not. This removes that delay from the ACK path only; data
-// still waits in the queue.
-inline constexpr int kAckPriorityBytes = 128;  // IPv4 total length
 absl::Status SetTbf(netns::NlSocket& sock, absl::string_view ifname, double gbps,
                     double burst_ms = kDefaultBurstMs, int queue_frames = kDefaultQueueFrames,
-                    int priority_tos = -1, bool ack_priority = false);
+                    int priority_tos = -1);
 
 struct LinkCounters {
   uint64_t rx_bytes = 0;

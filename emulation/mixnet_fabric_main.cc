@@ -152,12 +152,6 @@ int Main(int argc, char** argv) {
                  "their control sockets with MIXNET_CONTROL_TC); -1: one FIFO per link")
       ->check(CLI::Range(-1, 255))
       ->capture_default_str();
-  up->add_flag(
-      "--ack-priority", options.ack_priority,
-      "small TCP segments (pure ACKs) take the control class's strict-priority queue on every "
-      "link too, so no ACK waits behind the other direction's queued data (194 ms at 25 "
-      "Mbit/s and 400 frames, where the real port's queue is tens of us); needs the "
-      "control class");
   up->add_option("--leaf-hosts", options.leaf_hosts,
                  "oversubscribed EPS: hosts per leaf bridge (0: one non-blocking bridge)")
       ->capture_default_str();

@@ -103,12 +103,6 @@ int main(int argc, char** argv) {
                  "link")
       ->check(CLI::Range(-1, 255))
       ->capture_default_str();
-  app.add_flag(
-      "--ack-priority", o.ack_priority,
-      "small TCP segments (pure ACKs) take the control class's strict-priority queue on every "
-      "link too, so no ACK waits behind the other direction's queued data (194 ms at 25 "
-      "Mbit/s and 400 frames, where the real port's queue is tens of us); needs the "
-      "control class");
   bool no_ssai = false;
   app.add_flag("--no-slow-start-after-idle", no_ssai,
                "hosts keep TCP windows across idle gaps (net.ipv4.tcp_slow_start_after_idle=0)");

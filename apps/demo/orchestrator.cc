@@ -203,7 +203,6 @@ class Demo {
       eo.slow_start_after_idle = o_.slow_start_after_idle;
       eo.tcp_congestion = o_.tcp_congestion;
       eo.control_tos = o_.control_tos;
-      eo.ack_priority = o_.ack_priority;
       // The workers inherit it: their control sockets use the links' class.
       setenv("MIXNET_CONTROL_TC", std::to_string(o_.control_tos).c_str(), 1);
       if (kind == FabricKind::kOversub) {
@@ -396,9 +395,6 @@ absl::Status ValidateOptions(const DemoOptions& o) {
   }
   if (o.rto_min_ms < 0 || o.rto_min_ms > 200) {
     return bad(absl::StrCat("--rto-min-ms ", o.rto_min_ms, ": need 0 (kernel default) .. 200"));
-  }
-  if (o.ack_priority && o.control_tos < 0) {
-    return bad("--ack-priority needs the control class (--control-tc >= 0)");
   }
   if (o.init_cwnd < 0 || o.init_cwnd > 1000) {
     return bad(absl::StrCat("--init-cwnd ", o.init_cwnd, ": need 0 (kernel default) .. 1000"));

@@ -33,7 +33,6 @@ struct DemoOptions {
   // TOS byte of the control class: every link's strict-priority queue and
   // the workers' MIXNET_CONTROL_TC (-1: neither; emulation/links.h).
   int control_tos = 0xb8;
-  bool ack_priority = false;  // EmulationOptions::ack_priority
   // oversub: hosts per leaf; its uplinks cost-equal to MixNet at price_gbps
   // under the price file (sim/prices.yaml).
   int leaf_hosts = 4;

@@ -67,9 +67,6 @@ absl::Status CheckOptions(const BenchOptions& o) {
   if (o.rto_min_ms < 0 || o.rto_min_ms > 200) {
     return bad(absl::StrCat("--rto-min-ms ", o.rto_min_ms, ": need 0 (kernel default) .. 200"));
   }
-  if (o.ack_priority && o.control_tos < 0) {
-    return bad("--ack-priority needs the control class (--control-tc >= 0)");
-  }
   if (o.init_cwnd < 0 || o.init_cwnd > 1000) {
     return bad(absl::StrCat("--init-cwnd ", o.init_cwnd, ": need 0 (kernel default) .. 1000"));
   }
@@ -109,7 +106,6 @@ class Launcher {
                     .iters = o.iters,
                     .relay = o.relay,
                     .control_tos = o.control_tos,
-                    .ack_priority = o.ack_priority,
                     .init_cwnd = o.init_cwnd > 0 ? o.init_cwnd : int{emulation::kKernelInitCwnd}};
   }
 
@@ -122,7 +118,6 @@ class Launcher {
     eo.rto_min_ms = static_cast<uint32_t>(o_.rto_min_ms);
     eo.init_cwnd = static_cast<uint32_t>(o_.init_cwnd);
     eo.control_tos = o_.control_tos;
-    eo.ack_priority = o_.ack_priority;
     // The workers inherit it: their control sockets use the links' class.
     setenv("MIXNET_CONTROL_TC", std::to_string(o_.control_tos).c_str(), 1);
     const std::string prefix = o_.prefix.empty() ? absl::StrCat("mxroute", getpid()) : o_.prefix;

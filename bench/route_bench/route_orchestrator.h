@@ -39,10 +39,9 @@ struct BenchOptions {
   // TOS byte of the control class: the links' strict-priority queue and the
   // workers' MIXNET_CONTROL_TC (-1: neither).
   int control_tos = 0xb8;
-  bool ack_priority = false;  // EmulationOptions::ack_priority
-  int case_timeout_s = 0;     // 0: from the model's prediction
-  bool keep_dir = false;      // keep the run folder (worker configs and records)
-  int link_ends_us = 0;       // workers sample their NICs this often for link end times (0: off)
+  int case_timeout_s = 0;  // 0: from the model's prediction
+  bool keep_dir = false;   // keep the run folder (worker configs and records)
+  int link_ends_us = 0;    // workers sample their NICs this often for link end times (0: off)
 };
 
 // Exit code: 0 all cases ran, 1 a case failed (the cause on stderr), 2 bad

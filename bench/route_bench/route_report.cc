@@ -29,7 +29,6 @@ nlohmann::ordered_json RowJson(const CaseFigures& c, const RouterFigures& f, con
                               {"circuits", c.circuits},
                               {"relay", info.relay},
                               {"control_tc", info.control_tos},
-                              {"ack_priority", info.ack_priority},
                               {"init_cwnd", info.init_cwnd},
                               {"iterations", f.iterations},
                               {"warmup", info.warmup},
@@ -49,8 +48,8 @@ void PrintPreamble(const RunInfo& i, bool json, std::ostream& out) {
   out << absl::StrFormat(
       "# mixnet_route_bench: router v1 vs v2 on the emulated cluster: %d hosts, 1 EPS + %d OCS "
       "NICs each at %g Gbit/s,\n# %.2f MiB per host per all-to-all, %d warm-up + %d timed "
-      "iterations per router (median), relays %s, control class %s%s,\n# initial TCP window "
-      "%d segments.\n"
+      "iterations per router (median), relays %s, control class %s,\n# initial TCP window %d "
+      "segments.\n"
       "# measured: slowest rank's alltoallv; predicted: fluid model x wire bytes/payload; "
       "simulated: the\n# simulator's emulation mode (max-min flows, frames, ACKs, relays' store "
       "and "
@@ -60,7 +59,7 @@ void PrintPreamble(const RunInfo& i, bool json, std::ostream& out) {
       i.hosts, i.ocs_nics, i.gbps, i.bytes_per_host / (1 << 20), i.warmup, i.iters,
       i.relay ? "on" : "off",
       i.control_tos >= 0 ? absl::StrFormat("TOS %#x (strict priority)", i.control_tos) : "off",
-      i.ack_priority ? " + small TCP segments (ACKs)" : "", i.init_cwnd, Pct(demo::kLinkBound));
+      i.init_cwnd, Pct(demo::kLinkBound));
   out << absl::StrFormat("%-13s %4s %-3s %10s %17s %10s %6s %10s %6s %9s %5s %-14s %7s %5s %6s\n",
                          "case", "circ", "rtr", "measured", "(min..max)", "predicted", "m/p",
                          "simulated", "m/s", "floor", "util", "busiest", "retrans", "idle",

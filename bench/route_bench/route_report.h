@@ -23,8 +23,7 @@ struct RunInfo {
   int iters = 0;
   bool relay = false;
   int control_tos = -1;  // the control class (-1: none)
-  bool ack_priority = false;
-  int init_cwnd = 10;  // the hosts' initial TCP window, segments
+  int init_cwnd = 10;    // the hosts' initial TCP window, segments
 };
 
 void PrintPreamble(const RunInfo& info, bool json, std::ostream& out);

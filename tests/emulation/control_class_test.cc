@@ -9,13 +9,9 @@
 // two transport connections, one whose control socket carries the class and
 // one whose does not. The unmarked round trips wait in h0's queue (the test
 // fails if they do not: no queue, nothing shown); the marked ones pass it.
-// With EmulationOptions::ack_priority the pure ACKs of an unmarked flow pass
-// the same queue (its round trip, TCP_INFO's smoothed RTT, stays small)
-// while unmarked data still waits in it.
 // Test thread, the bulk threads and the devices' progress threads.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,7 +28,6 @@
 #include "emulation/links.h"
 #include "gtest/gtest.h"
 #include "ocs_driver/netns/netns.h"
-#include "runtime/common/status.h"
 #include "runtime/transport/transport.h"
 #include "tests/emulation/netns_test_util.h"
 
@@ -55,7 +50,6 @@ std::string Ip(int host) { return absl::StrCat("10.30.0.", host + 1); }
 
 class ControlClassTest : public ::testing::Test {
  protected:
-  virtual bool AckPriority() const { return false; }
   void SetUp() override {
     MIXNET_SKIP_UNLESS_NETNS();
     auto spec = cluster::ClusterSpec::Parse(kSpec, "control_class_test");
@@ -64,7 +58,6 @@ class ControlClassTest : public ::testing::Test {
     prefix_ = testing::UniquePrefix("ctlc");
     EmulationOptions eo;
     eo.control_tos = kControlTos;
-    eo.ack_priority = AckPriority();
     auto fabric = EmulatedFabric::Up(*spec, prefix_, eo);
     ASSERT_TRUE(fabric.ok()) << fabric.status();
     fabric_ = std::move(*fabric);
@@ -190,49 +183,6 @@ class ControlClassTest : public ::testing::Test {
     return ms[ms.size() / 2];
   }
 
-  // Smoothed round trip (ms, TCP_INFO) of a plain TCP connection h0 -> h1
-  // after `n` 1 KiB writes 20 ms apart: its data leaves through h1's idle
-  // port, its ACKs come back through h0's port (h1 never reads; the kernel
-  // acknowledges what it queues).
-  double AckRoundTripMs(int n) {
-    auto l = testing::Listener::Open(fabric_->HostNamespace("h1"), Ip(1));
-    EXPECT_TRUE(l.ok()) << l.status();
-    if (!l.ok()) return -1;
-    double ms = -1;
-    const absl::Status s =
-        netns::RunInNamespace(fabric_->HostNamespace("h0"), [&]() -> absl::Status {
-          const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-          if (fd < 0) return ErrnoStatus("h0", "socket");
-          sockaddr_in sa{};
-          sa.sin_family = AF_INET;
-          sa.sin_port = htons(static_cast<uint16_t>(l->port()));
-          inet_pton(AF_INET, Ip(1).c_str(), &sa.sin_addr);
-          if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-            const absl::Status e = ErrnoStatus("h0 -> h1", "connect");
-            close(fd);
-            return e;
-          }
-          const std::vector<char> data(1024, 'a');
-          for (int k = 0; k < n; ++k) {
-            if (send(fd, data.data(), data.size(), MSG_NOSIGNAL) < 0) {
-              const absl::Status e = ErrnoStatus("h0 -> h1", "send");
-              close(fd);
-              return e;
-            }
-            absl::SleepFor(absl::Milliseconds(20));
-          }
-          tcp_info ti{};
-          socklen_t len = sizeof(ti);
-          const int rc = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
-          close(fd);
-          if (rc != 0) return ErrnoStatus("h0 -> h1", "getsockopt(TCP_INFO)");
-          ms = ti.tcpi_rtt / 1000.0;
-          return absl::OkStatus();
-        });
-    EXPECT_TRUE(s.ok()) << s;
-    return ms;
-  }
-
   cluster::ClusterSpec spec_;
   std::string prefix_;
   std::unique_ptr<EmulatedFabric> fabric_;
@@ -269,49 +219,6 @@ TEST_F(ControlClassTest, MarkedControlSocketPassesTheStandingQueue) {
   EXPECT_GT(plain_ms, 40) << "no standing queue at h0's port: the test shows nothing";
   EXPECT_LT(marked_ms, 0.2 * plain_ms);
   EXPECT_LT(marked_ms, 20);
-}
-
-// Without ACK priority an unmarked flow's ACKs wait in a full port's queue:
-// the effect EmulationOptions::ack_priority removes (next test).
-TEST_F(ControlClassTest, AcksWaitInAFullPort) {
-  StartIncast();
-  absl::SleepFor(absl::Seconds(1));  // the queue at h0's bridge port fills
-  const double rtt_ms = AckRoundTripMs(15);
-  std::printf("round trip of h0 -> h1 with ACKs through h0's full port: %.1f ms\n", rtt_ms);
-  EXPECT_GT(rtt_ms, 40) << "no standing queue at h0's port: the test shows nothing";
-}
-
-class AckPriorityTest : public ControlClassTest {
- protected:
-  bool AckPriority() const override { return true; }
-};
-
-TEST_F(AckPriorityTest, AcksPassAFullPortAndDataStillWaits) {
-  Pair plain;
-  Connect(-1, plain);
-  StartIncast();
-  absl::SleepFor(absl::Seconds(1));
-  const double rtt_ms = AckRoundTripMs(15);
-  // 1 KiB messages are data, not ACKs: an unmarked ping-pong still waits.
-  const double plain_ms = PingPongMs(plain, 7);
-  std::printf(
-      "with ACK priority: round trip with ACKs through h0's full port %.1f ms, "
-      "unmarked 1 KiB ping-pong %.1f ms\n",
-      rtt_ms, plain_ms);
-  EXPECT_GT(plain_ms, 40) << "no standing queue at h0's port: the test shows nothing";
-  EXPECT_LT(rtt_ms, 20);
-}
-
-TEST(AckPriorityOptions, NeedsTheControlClass) {
-  MIXNET_SKIP_UNLESS_NETNS();
-  auto spec = cluster::ClusterSpec::Parse(kSpec, "control_class_test");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EmulationOptions eo;
-  eo.ack_priority = true;  // control_tos stays -1
-  auto fabric = EmulatedFabric::Up(*spec, testing::UniquePrefix("ackp"), eo);
-  ASSERT_FALSE(fabric.ok());
-  EXPECT_EQ(fabric.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(fabric.status().message().find("control"), std::string::npos) << fabric.status();
 }
 
 }  // namespace
