@@ -62,6 +62,10 @@ TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
       ASSERT_TRUE(j.contains(k)) << "no '" << k << "' in " << j.dump();
     }
     EXPECT_GT(j["measured_ms"].get<double>(), 0) << j.dump();
+    // --iters 1: one timed iteration, which is the median.
+    ASSERT_EQ(j["iterations_ms"].size(), 1u) << j.dump();
+    EXPECT_DOUBLE_EQ(j["iterations_ms"][0].get<double>(), j["measured_ms"].get<double>())
+        << j.dump();
     EXPECT_GT(j["floor_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["predicted_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["simulated_ms"].get<double>(), 0) << j.dump();
