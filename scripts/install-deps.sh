@@ -6,7 +6,7 @@ if [[ "${MIXNET_SKIP_APT:-0}" == 1 ]]; then exit 0; fi
 SUDO=""
 if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git file
+  build-essential cmake ninja-build pkg-config git file lld
   libabsl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
