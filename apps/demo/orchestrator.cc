@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "emulation/emulated_fabric.h"
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "runtime/common/log.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
@@ -66,12 +68,29 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
   r.rounds_aborted = 0;
   r.rounds_skipped = 0;
   r.highest_epoch = st.highest_epoch();
+  r.round_ms = r.round_overhead_ms = 0;
+  r.round_samples = 0;
   for (const auto& region : st.regions()) {
     r.reconfigurations += static_cast<int64_t>(region.rounds_committed());
     r.rounds_aborted += static_cast<int64_t>(region.rounds_aborted());
     r.rounds_skipped += static_cast<int64_t>(region.rounds_skipped());
+    // One region in the demo; with more, the slowest region's rounds.
+    r.round_ms = std::max(r.round_ms, region.round_ms_p50());
+    r.round_overhead_ms = std::max(r.round_overhead_ms, region.round_overhead_ms_p50());
+    r.round_samples += static_cast<int64_t>(region.round_samples());
   }
   return absl::OkStatus();
+}
+
+// The controller's round times beside the workers' results, for
+// `mixnet-demo simulate` on the kept run dir (ReadResults reads it back).
+absl::Status WriteControllerTimes(const RunConfig& c, const PhaseResult& r) {
+  return WriteFile(c.results_dir + "/" + std::string(kControllerTimesFile),
+                   nlohmann::json{{"round_ms", r.round_ms},
+                                  {"round_overhead_ms", r.round_overhead_ms},
+                                  {"round_samples", r.round_samples}}
+                           .dump() +
+                       "\n");
 }
 
 // Bytes every all-to-all of the run moves, summed (4 per layer per iteration).
@@ -254,6 +273,8 @@ class Demo {
       if (absl::Status s = ReadControllerStatus(ctl_target, r); !s.ok()) {
         log::Warn("{}", s.ToString());
         if (waited.ok()) waited = s;
+      } else if (absl::Status w = WriteControllerTimes(c, r); !w.ok()) {
+        log::Warn("{}", w.ToString());
       }
       if (r.controller_killed) r.reconfigurations += r.rounds_before_kill;
       children.Stop("mixnet-controller");

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -174,6 +176,19 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
   }
   if (cpu_total > 0) r.cpu_idle = static_cast<double>(cpu_idle) / static_cast<double>(cpu_total);
   r.iterations = std::move(iters);
+  // mixnet: the controller's round times, when the orchestrator wrote them
+  // (runs kept before they were recorded have none: round_samples stays 0).
+  if (std::ifstream ct(c.results_dir + "/" + kControllerTimesFile); ct) {
+    std::string text((std::istreambuf_iterator<char>(ct)), std::istreambuf_iterator<char>());
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object()) {
+      return absl::DataLossError(
+          absl::StrCat(c.results_dir, "/", kControllerTimesFile, ": not a JSON object"));
+    }
+    r.round_ms = j.value("round_ms", 0.0);
+    r.round_overhead_ms = j.value("round_overhead_ms", 0.0);
+    r.round_samples = j.value("round_samples", int64_t{0});
+  }
   const int per_iteration = 4 * c.workload.layers;
   if (static_cast<int64_t>(a2a.size()) != c.iterations * per_iteration) {
     return absl::DataLossError(absl::StrCat(c.fabric, ": results for ", a2a.size(), " of ",

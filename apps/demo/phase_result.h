@@ -47,6 +47,10 @@ struct A2aRouting {
   router::RoutingPlan plan;
 };
 
+// mixnet: the controller's round times (PhaseResult::round_*), written by
+// the orchestrator into the phase's results dir.
+inline constexpr const char* kControllerTimesFile = "controller.json";
+
 struct PhaseResult {
   std::string fabric;
   bool ran = false;
@@ -68,6 +72,12 @@ struct PhaseResult {
   int64_t rounds_aborted = 0, rounds_skipped = 0;
   uint64_t agent_commits_max = 0;
   uint64_t highest_epoch = 0;
+  // The controller's committed rounds (GetStatus round_*_p50; in the run
+  // dir's results/controller.json for `mixnet-demo simulate`): median round
+  // from the completed matrix to every COMMITTED, and that less the spec's
+  // switching time. 0 with round_samples 0 when unknown.
+  double round_ms = 0, round_overhead_ms = 0;
+  int64_t round_samples = 0;
   int64_t plan_waits = 0;      // wait points (per iteration and layer and pass)
   int64_t plans_switched = 0;  // ... whose decision was to reconfigure
   int64_t plan_timeouts = 0;   // ... where some rank gave up waiting

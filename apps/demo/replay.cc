@@ -94,6 +94,8 @@ int RunSimulateCommand(const std::string& run_dir, bool json) {
       j["alltoall_ms"] = p.Mean(&IterationStats::alltoall_ms);
       j["simulated_alltoall_ms"] = p.Mean(&IterationStats::simulated_alltoall_ms);
       j["simulated_reconfig_ms"] = p.Mean(&IterationStats::simulated_reconfig_ms);
+      j["reconfig_loss_ms"] = p.Mean(&IterationStats::loss_ms);
+      if (p.round_samples > 0) j["round_overhead_ms"] = p.round_overhead_ms;
       j["floor_ms"] = p.Mean(&IterationStats::floor_ms);
       j["busiest_nic_utilisation"] = p.bound.utilisation();
       std::printf("%s\n", j.dump().c_str());

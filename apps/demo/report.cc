@@ -145,6 +145,12 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
         static_cast<long>(mix->rounds_aborted), static_cast<long>(mix->rounds_skipped),
         static_cast<long>(mix->plan_waits), static_cast<long>(mix->plans_switched),
         static_cast<long>(mix->plan_timeouts), mix->Mean(&IterationStats::loss_ms));
+    if (mix->round_samples > 0) {
+      std::printf(
+          "mixnet: a round took %.1f ms (median of %ld; from the completed matrix to every "
+          "COMMITTED), %.1f ms over the switching time; the simulation charges both\n",
+          mix->round_ms, static_cast<long>(mix->round_samples), mix->round_overhead_ms);
+    }
   }
   if (cpu_bound) {
     std::printf(
@@ -213,6 +219,10 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       j["busiest_nic_utilisation"] = p.bound.utilisation();
       j["busiest_link"] = p.BusiestLink();
       j["reconfigurations"] = std::max<int64_t>(p.reconfigurations, 0);
+      if (p.round_samples > 0) {
+        j["round_ms"] = p.round_ms;
+        j["round_overhead_ms"] = p.round_overhead_ms;
+      }
       j["plan_timeouts"] = p.plan_timeouts;
       j["retransmits"] = p.retransmits;
       j["cpu_idle"] = p.cpu_idle;

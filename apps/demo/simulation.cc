@@ -93,9 +93,10 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
               absl::StrCat("no routing recorded for all-to-all ", seq, " of iteration ", it));
         }
         route = &found->second;
-        // A new epoch: its switching, less the compute window it overlapped.
+        // A new epoch: its round (the switching and the controller's
+        // measured protocol time), less the compute window it overlapped.
         if (!first && route->epoch != last_epoch) {
-          reconfig_ms += std::max(0.0, p.switch_ms - window_ms);
+          reconfig_ms += std::max(0.0, p.switch_ms + r.round_overhead_ms - window_ms);
         }
         last_epoch = route->epoch;
         first = false;

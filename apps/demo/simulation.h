@@ -6,9 +6,12 @@
 // the wire with their ACKs on the reverse links. Static runs the spec's
 // circuits (split by the mean matrix it was planned from under router v2);
 // mixnet replays, per all-to-all, the circuits and the plan rank 0 recorded
-// (PhaseResult::routing), and charges each new epoch's switching less the
-// compute window before the all-to-all (the controller's round trips are
-// not modelled); loopback runs have no link rates. Main thread of the
+// (PhaseResult::routing), and charges each new epoch's round less the
+// compute window before the all-to-all: the switching time plus the
+// controller's measured protocol time per round (PhaseResult::
+// round_overhead_ms, GetStatus' median: planning, PREPARE, the Apply's own
+// overhead, COMMIT; 0 for a run that did not record it); loopback runs
+// have no link rates. Main thread of the
 // orchestrator, or of `mixnet-demo simulate` (replay.h).
 #pragma once
 

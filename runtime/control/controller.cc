@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,6 +39,15 @@ int Alpha(const cluster::ClusterSpec& spec) {
     alpha = std::max(alpha, n);
   }
   return alpha;
+}
+
+// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+double Median(const std::deque<double>& v) {
+  if (v.empty()) return 0;
+  std::vector<double> s(v.begin(), v.end());
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 std::vector<std::string> RegionNames(const planner::ClusterPlanner& planner) {
@@ -155,7 +166,7 @@ Controller::Controller(ControllerOptions options, planner::ClusterPlanner planne
       store_(std::move(store)),
       metrics_(std::make_unique<ControllerMetrics>(RegionNames(planner_))) {
   for (const planner::Region& r : planner_.regions()) {
-    regions_.push_back(RegionState{RegionReports(r.input().name, r.input().hosts), 0, 0, 0});
+    regions_.push_back(RegionState{.reports = RegionReports(r.input().name, r.input().hosts)});
   }
 }
 
@@ -304,7 +315,7 @@ void Controller::CompleteLocked(int region, CompletedMatrix m) {
     regions_[region].last_observed_ms = m.observed_ms;
     metrics_->Observed(region, m.observed_ms / 1e3);
   }
-  Completed c{region, std::move(m), std::nullopt};
+  Completed c{region, std::move(m), std::nullopt, absl::Now()};
   c.next = reports.NextDispatch(c.m.key.key);
   completed_.push_back(std::move(c));
 }
@@ -485,6 +496,9 @@ v1::ControllerStatus Controller::GetStatus() const {
     rs->set_last_predicted_ms(regions_[r].last_predicted_ms);
     rs->set_last_current_ms(regions_[r].last_current_ms);
     rs->set_last_observed_ms(regions_[r].last_observed_ms);
+    rs->set_round_ms_p50(Median(regions_[r].round_ms));
+    rs->set_round_overhead_ms_p50(Median(regions_[r].round_overhead_ms));
+    rs->set_round_samples(static_cast<uint32_t>(regions_[r].round_ms.size()));
   }
   return st;
 }

@@ -134,7 +134,11 @@ class Controller {
     double last_predicted_ms = 0, last_current_ms = 0;  // the latest decision's model times
     // The latest completed matrix with measured times: its slowest worker's (ms).
     double last_observed_ms = 0;
+    // Committed rounds, latest kRoundSamples: whole (ms) and less the
+    // switches' nominal switching time (RegionStatus.round_ms_p50).
+    std::deque<double> round_ms{}, round_overhead_ms{};
   };
+  static constexpr size_t kRoundSamples = 64;
   struct Round {
     uint64_t epoch = 0;
     bool commit_phase = false;
@@ -146,6 +150,7 @@ class Controller {
     int region = -1;
     CompletedMatrix m;
     std::optional<GateKey> next;  // learned next dispatch key
+    absl::Time at;                // when the matrix completed (a round's start)
   };
 
   Controller(ControllerOptions options, planner::ClusterPlanner planner, EpochStore store);
@@ -172,9 +177,12 @@ class Controller {
   // `answers` (by region) are sent as DECISION(reconfigure, epoch) before
   // the PREPARE, or as DECISION(no) when the round cannot start.
   // `routing` (by region, router v2): the demand each region was planned
-  // for, sent with COMMIT to that region's workers.
+  // for, sent with COMMIT to that region's workers. `triggered`: when the
+  // matrix the round was planned from completed (the round's timing starts
+  // there; RegionStatus.round_ms_p50).
   bool RunRound(const std::vector<cluster::CircuitSpec>& target, const std::set<int>& regions,
-                const GateKey& key, const std::map<int, PlanAnswer>& answers = {},
+                const GateKey& key, absl::Time triggered,
+                const std::map<int, PlanAnswer>& answers = {},
                 const std::map<int, v1::Routing>& routing = {});
   // DECISION for `a` to the watching workers of `region` (with `routing`
   // when given: the weights for the installed topology).

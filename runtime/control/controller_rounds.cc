@@ -263,7 +263,12 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   for (int r : affected) {
     if (auto rt = routing.find(r); rt != routing.end()) round_routing.insert(*rt);
   }
-  RunRound(d->circuits, affected, planned_for, round_answers, round_routing);
+  // The round's clock starts when the earliest matrix it answers completed.
+  absl::Time triggered = absl::InfiniteFuture();
+  for (const auto& [r, c] : newest) triggered = std::min(triggered, c->at);
+  for (const auto& [r, c] : requested) triggered = std::min(triggered, c->at);
+  if (triggered == absl::InfiniteFuture()) triggered = absl::Now();
+  RunRound(d->circuits, affected, planned_for, triggered, round_answers, round_routing);
 }
 
 void Controller::SendDecisionLocked(int region, const PlanAnswer& a, bool reconfigure,
@@ -310,7 +315,7 @@ void Controller::AbortRoundLocked(uint64_t epoch, const std::set<std::string>& t
 }
 
 bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
-                          const std::set<int>& regions, const GateKey& key,
+                          const std::set<int>& regions, const GateKey& key, absl::Time triggered,
                           const std::map<int, PlanAnswer>& answers,
                           const std::map<int, v1::Routing>& routing) {
   const std::vector<CircuitKey> target = Normalized(target_specs);
@@ -392,6 +397,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   const auto want = BySwitch(target);
   const auto have = BySwitch(current);
   absl::Duration settle = absl::ZeroDuration();
+  double nominal_switch_ms = 0;  // the slowest changed switch's spec switch_ms
   std::vector<std::string> applied;
   for (const auto& [name, driver] : opt_.switches) {
     static const std::vector<PortPair> kNone;
@@ -422,6 +428,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
       return false;
     }
     const cluster::OcsSwitchSpec* sw = opt_.spec.FindSwitch(name);
+    nominal_switch_ms = std::max(nominal_switch_ms, sw->switch_ms);
     const absl::Duration left =
         absl::Microseconds(static_cast<int64_t>(sw->switch_ms * 1000)) - r->backend_time;
     settle = std::max(settle, left);
@@ -475,6 +482,14 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
               Ms(opt_.commit_deadline), absl::StrJoin(round_->waiting, ", "));
   }
   round_.reset();
+  const double round_ms = absl::ToDoubleMilliseconds(absl::Now() - triggered);
+  for (int r : regions) {
+    RegionState& s = regions_[r];
+    s.round_ms.push_back(round_ms);
+    s.round_overhead_ms.push_back(round_ms - nominal_switch_ms);
+    if (s.round_ms.size() > kRoundSamples) s.round_ms.pop_front();
+    if (s.round_overhead_ms.size() > kRoundSamples) s.round_overhead_ms.pop_front();
+  }
   mu_.Unlock();
   metrics_->RoundTime(absl::Now() - round_start);
   // 7. Learn how long the switches just took (for the next Decide / Apply).

@@ -3,8 +3,10 @@
 // controller, with a fake switch reporting chosen times, plans with the
 // measured median (a reconfiguration that pays at the spec's 1 ms is skipped
 // once the switch is known to take 10 s) and gives a slow switch's Apply a
-// deadline of 4 x its slowest measured Apply. Test thread plus the fake
-// workers' watch threads.
+// deadline of 4 x its slowest measured Apply; GetStatus times the committed
+// rounds (a switch whose Apply takes 300 ms over a spec switch_ms of 1 ms
+// shows a round of at least 301 ms, 300 ms of it over the nominal
+// switching). Test thread plus the fake workers' watch threads.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/control/controller_test_util.h"
@@ -44,6 +46,7 @@ class TimedSwitch final : public control::SwitchDriver {
   absl::StatusOr<control::SwitchApplyResult> Apply(uint64_t epoch, uint64_t,
                                                    const std::vector<control::PortPair>& circuits,
                                                    absl::Time deadline) override {
+    absl::SleepFor(apply_delay_);
     absl::MutexLock lock(&mu_);
     given_.push_back(deadline - absl::Now());
     circuits_ = circuits;
@@ -53,6 +56,8 @@ class TimedSwitch final : public control::SwitchDriver {
     r.actual = circuits;
     return r;
   }
+  // Before Start: every Apply takes this long (backend_time stays 0).
+  void set_apply_delay(absl::Duration d) { apply_delay_ = d; }
   void set_timing(const control::SwitchApplyTiming& t) {
     absl::MutexLock lock(&mu_);
     timing_ = t;
@@ -68,6 +73,7 @@ class TimedSwitch final : public control::SwitchDriver {
 
  private:
   absl::Mutex mu_;
+  absl::Duration apply_delay_ = absl::ZeroDuration();
   std::vector<control::PortPair> circuits_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   control::SwitchApplyTiming timing_ ABSL_GUARDED_BY(mu_);
@@ -184,6 +190,32 @@ TEST_F(SwitchTimeTest, ApplyDeadlineCoversTheSlowestMeasuredApply) {
   given = fake_->given()[2];
   EXPECT_GT(given, absl::Seconds(4.5));
   EXPECT_LE(given, absl::Seconds(5));
+}
+
+TEST_F(SwitchTimeTest, StatusTimesTheCommittedRounds) {
+  fake_->set_apply_delay(absl::Milliseconds(300));
+  Start();
+  fake_->set_timing(Timing(5, absl::Seconds(10), absl::Seconds(11)));  // read after the round
+  cv1::RegionStatus before = Status(*stub_).regions(0);
+  EXPECT_EQ(before.round_samples(), 0u);
+  EXPECT_EQ(before.round_ms_p50(), 0);
+  Report(0, {{0, 1}, {2, 3}});
+  ASSERT_TRUE(WaitUntil([&] { return Status(*stub_).regions(0).round_samples() == 1; }))
+      << Status(*stub_).DebugString();
+  const cv1::RegionStatus r = Status(*stub_).regions(0);
+  EXPECT_EQ(r.rounds_committed(), 1u);
+  // Apply 300 ms, then the settle to the spec's 1 ms (backend_time 0), then
+  // COMMIT and the acks: at least 301 ms, the overhead 1 ms less.
+  EXPECT_GE(r.round_ms_p50(), 301);
+  EXPECT_LT(r.round_ms_p50(), 5000);  // only a sanity bound
+  EXPECT_DOUBLE_EQ(r.round_overhead_ms_p50(), r.round_ms_p50() - 1);
+
+  // A decision not to switch (the switch now known to take 10 s) is no
+  // round: the samples stay.
+  ASSERT_TRUE(WaitUntil([&] { return fake_->timing_reads() >= 1; }));
+  Report(1, {{0, 2}, {1, 3}});
+  ASSERT_TRUE(WaitUntil([&] { return Status(*stub_).regions(0).rounds_skipped() == 1; }));
+  EXPECT_EQ(Status(*stub_).regions(0).round_samples(), 1u);
 }
 
 // The real chain: a sim mixnet-ocsd sleeping 30 ms per change measures its

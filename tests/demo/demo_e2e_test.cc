@@ -132,6 +132,13 @@ TEST(DemoE2E, AllFabricsAccountingHolds) {
     }
   }
   EXPECT_GT(by["mixnet"]["reconfigurations"].get<int64_t>(), 0);
+  // The controller timed its rounds (GetStatus medians): each took at least
+  // the switching time (the default 25 ms), and the overhead is the rest
+  // (one switch, so the median of the differences is the difference).
+  const nlohmann::json& mix = by["mixnet"];
+  ASSERT_TRUE(mix.contains("round_ms") && mix.contains("round_overhead_ms")) << mix.dump();
+  EXPECT_GE(mix["round_ms"].get<double>(), 25.0);
+  EXPECT_NEAR(mix["round_overhead_ms"].get<double>(), mix["round_ms"].get<double>() - 25.0, 1e-6);
   // The simulator's prediction beside each measurement (emulation mode);
   // mixnet's replays the circuits and plans its workers ran.
   for (const char* f : {"eps", "oversub", "static", "mixnet", "nonblocking"}) {
@@ -250,6 +257,10 @@ TEST(DemoE2E, SimulateOnTheKeptRunDirPredictsAsTheLiveRunDid) {
     const double error = r["simulated_ms"].get<double>() / r["iteration_ms"].get<double>() - 1;
     EXPECT_NEAR(r["error"].get<double>(), error, 1e-12) << f;
   }
+  // mixnet's round overhead came back from the run dir (results/controller.json).
+  ASSERT_TRUE(by["mixnet"].contains("round_overhead_ms")) << by["mixnet"].dump();
+  EXPECT_EQ(by["mixnet"]["round_overhead_ms"].get<double>(),
+            live.at("mixnet")["round_overhead_ms"].get<double>());
 }
 
 TEST(DemoE2E, SimulateOnAFolderWithoutPhasesExitsTwo) {
