@@ -7,40 +7,23 @@
 // apply_max_us) so that controllers plan with it instead of a configured
 // switching time. In memory only: a restarted daemon starts with none.
 //
-// Percentiles are nearest-rank over the window: the k-th smallest sample
-// with k = ceil(p * n), p = 0.5 (median; the lower middle for even n) and
-// p = 0.9.
-//
-// Not thread-safe; the service guards it with its mutex.
+// Percentiles are nearest-rank over the window (runtime/common/
+// duration_window.h). Not thread-safe; the service guards it with its mutex.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <deque>
 
-#include "absl/time/time.h"
+#include "runtime/common/duration_window.h"
 
 namespace mixnet::ocs {
 
 inline constexpr size_t kApplyTimeWindow = 32;
 
-struct ApplyTimeStats {
-  uint32_t samples = 0;  // in the window (0: nothing measured yet)
-  absl::Duration median = absl::ZeroDuration();
-  absl::Duration p90 = absl::ZeroDuration();
-  absl::Duration max = absl::ZeroDuration();
-};
+using ApplyTimeStats = DurationStats;
 
-class ApplyTimeWindow {
+class ApplyTimeWindow : public DurationWindow {
  public:
-  explicit ApplyTimeWindow(size_t capacity = kApplyTimeWindow) : capacity_(capacity) {}
-  // Adds one measured Apply; the oldest falls out when the window is full.
-  void Add(absl::Duration took);
-  ApplyTimeStats Stats() const;
-
- private:
-  size_t capacity_;
-  std::deque<absl::Duration> samples_;  // oldest first
+  explicit ApplyTimeWindow(size_t capacity = kApplyTimeWindow) : DurationWindow(capacity) {}
 };
 
 }  // namespace mixnet::ocs

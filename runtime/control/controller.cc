@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -39,15 +37,6 @@ int Alpha(const cluster::ClusterSpec& spec) {
     alpha = std::max(alpha, n);
   }
   return alpha;
-}
-
-// The median of `v` (the mean of the middle two for an even count); 0 when empty.
-double Median(const std::deque<double>& v) {
-  if (v.empty()) return 0;
-  std::vector<double> s(v.begin(), v.end());
-  std::sort(s.begin(), s.end());
-  const size_t n = s.size();
-  return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 std::vector<std::string> RegionNames(const planner::ClusterPlanner& planner) {
@@ -496,9 +485,11 @@ v1::ControllerStatus Controller::GetStatus() const {
     rs->set_last_predicted_ms(regions_[r].last_predicted_ms);
     rs->set_last_current_ms(regions_[r].last_current_ms);
     rs->set_last_observed_ms(regions_[r].last_observed_ms);
-    rs->set_round_ms_p50(Median(regions_[r].round_ms));
-    rs->set_round_overhead_ms_p50(Median(regions_[r].round_overhead_ms));
-    rs->set_round_samples(static_cast<uint32_t>(regions_[r].round_ms.size()));
+    const DurationStats round = regions_[r].round.Stats();
+    rs->set_round_ms_p50(absl::ToDoubleMilliseconds(round.median));
+    rs->set_round_overhead_ms_p50(
+        absl::ToDoubleMilliseconds(regions_[r].round_overhead.Stats().median));
+    rs->set_round_samples(round.samples);
   }
   return st;
 }

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "mixnet/control/v1/controller.pb.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/common/duration_window.h"
 #include "runtime/control/controller_metrics.h"
 #include "runtime/control/epoch_store.h"
 #include "runtime/control/region_reports.h"
@@ -128,17 +129,17 @@ class Controller {
     uint64_t watch_gen = 0;  // 0: no watch stream
     std::deque<v1::TopologyEvent> events;
   };
+  static constexpr size_t kRoundSamples = 64;
   struct RegionState {
     RegionReports reports;
     uint64_t committed = 0, aborted = 0, skipped = 0;
     double last_predicted_ms = 0, last_current_ms = 0;  // the latest decision's model times
     // The latest completed matrix with measured times: its slowest worker's (ms).
     double last_observed_ms = 0;
-    // Committed rounds, latest kRoundSamples: whole (ms) and less the
-    // switches' nominal switching time (RegionStatus.round_ms_p50).
-    std::deque<double> round_ms{}, round_overhead_ms{};
+    // Committed rounds, latest kRoundSamples: whole and less the switches'
+    // nominal switching time (RegionStatus.round_ms_p50).
+    DurationWindow round{kRoundSamples}, round_overhead{kRoundSamples};
   };
-  static constexpr size_t kRoundSamples = 64;
   struct Round {
     uint64_t epoch = 0;
     bool commit_phase = false;

@@ -482,13 +482,10 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
               Ms(opt_.commit_deadline), absl::StrJoin(round_->waiting, ", "));
   }
   round_.reset();
-  const double round_ms = absl::ToDoubleMilliseconds(absl::Now() - triggered);
+  const absl::Duration took = absl::Now() - triggered;
   for (int r : regions) {
-    RegionState& s = regions_[r];
-    s.round_ms.push_back(round_ms);
-    s.round_overhead_ms.push_back(round_ms - nominal_switch_ms);
-    if (s.round_ms.size() > kRoundSamples) s.round_ms.pop_front();
-    if (s.round_overhead_ms.size() > kRoundSamples) s.round_overhead_ms.pop_front();
+    regions_[r].round.Add(took);
+    regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
   }
   mu_.Unlock();
   metrics_->RoundTime(absl::Now() - round_start);

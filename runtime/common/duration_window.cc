@@ -1,19 +1,19 @@
-// ApplyTimeWindow (see apply_timing.h). Under the service's mutex.
-#include "ocs_driver/service/apply_timing.h"
+// DurationWindow (see duration_window.h). Under its owner's lock.
+#include "runtime/common/duration_window.h"
 
 #include <algorithm>
 #include <vector>
 
-namespace mixnet::ocs {
+namespace mixnet {
 
-void ApplyTimeWindow::Add(absl::Duration took) {
+void DurationWindow::Add(absl::Duration took) {
   if (capacity_ == 0) return;
   if (samples_.size() == capacity_) samples_.pop_front();
   samples_.push_back(std::max(took, absl::ZeroDuration()));
 }
 
-ApplyTimeStats ApplyTimeWindow::Stats() const {
-  ApplyTimeStats s;
+DurationStats DurationWindow::Stats() const {
+  DurationStats s;
   if (samples_.empty()) return s;
   std::vector<absl::Duration> sorted(samples_.begin(), samples_.end());
   std::sort(sorted.begin(), sorted.end());
@@ -27,4 +27,4 @@ ApplyTimeStats ApplyTimeWindow::Stats() const {
   return s;
 }
 
-}  // namespace mixnet::ocs
+}  // namespace mixnet
