@@ -21,6 +21,7 @@
 #include "apps/demo/report.h"
 #include "apps/demo/run_config.h"
 #include "apps/demo/simulation.h"
+#include "apps/demo/step.h"
 #include "emulation/emulated_fabric.h"
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
@@ -333,7 +334,10 @@ class Demo {
                  "--relay",
                  o_.relay ? "on" : "off",
                  "--prepare-deadline-ms",
-                 std::to_string(o_.prepare_deadline_ms)};
+                 std::to_string(o_.prepare_deadline_ms),
+                 // The compute every round can hide behind (step.h).
+                 "--overlap-ms",
+                 absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute))};
     RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl_argv_));
     return WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children, "mixnet-controller");
   }

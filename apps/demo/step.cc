@@ -116,6 +116,24 @@ std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
   return out;
 }
 
+double ShortestPlanWindowMs(int layers, const ComputeOptions& c) {
+  double shortest = -1, since_report = 0;
+  bool reported = false;
+  for (int64_t it = 0; it < 2; ++it) {
+    for (const StepItem& s : IterationSteps(it, 2, layers, c)) {
+      if (s.kind == StepItem::Kind::kReport) {
+        reported = true;
+        since_report = 0;
+      } else if (s.kind == StepItem::Kind::kCompute) {
+        since_report += s.compute_ms;
+      } else if (s.kind == StepItem::Kind::kAwaitPlan && reported) {
+        shortest = shortest < 0 ? since_report : std::min(shortest, since_report);
+      }
+    }
+  }
+  return std::max(0.0, shortest);
+}
+
 void AlltoallTimes::Clear() { std::fill(ms_.begin(), ms_.end(), 0.0); }
 
 size_t AlltoallTimes::Index(const StepItem& s) const {

@@ -69,6 +69,14 @@ struct StepItem {
 std::vector<StepItem> IterationSteps(int64_t iteration, int64_t iterations, int layers,
                                      const ComputeOptions& c);
 
+// The compute a round can hide behind: the compute between a plan request
+// (kReport) and the all-to-all the plan is for (attention; the head; attention
+// backward; attention backward and the next iteration's attention for the
+// next iteration's first layer). The smallest of them over two iterations:
+// the demo gives it to the controller (--overlap-ms), whose Decide charges a
+// reconfiguration only the part not hidden. 0 when no plan is awaited.
+double ShortestPlanWindowMs(int layers, const ComputeOptions& c);
+
 // The measured times of one iteration's all-to-alls, so that a report row
 // carries the time of the all-to-all it describes (TrafficRow::observed_ms):
 // the one of the same layer, pass and shape (D_l or its transpose) in this

@@ -139,6 +139,11 @@ class Controller {
     // Committed rounds, latest kRoundSamples: whole and less the switches'
     // nominal switching time (RegionStatus.round_ms_p50).
     DurationWindow round{kRoundSamples}, round_overhead{kRoundSamples};
+    // Each committed round's own protocol time: from its start (persisting
+    // the epoch) to the last COMMITTED, less the time the switches' Applies
+    // and the settle took. Decide charges its median on top of switching
+    // (DecideOptions::protocol_s).
+    DurationWindow protocol{kRoundSamples};
   };
   struct Round {
     uint64_t epoch = 0;

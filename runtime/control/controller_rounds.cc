@@ -176,6 +176,19 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;
+  {
+    // The protocol's measured time, the slowest of the regions being planned
+    // (a round that spans them waits for all of their workers).
+    absl::MutexLock lock(&mu_);
+    double protocol_s = 0;
+    for (const auto& [r, c] : newest) {
+      protocol_s = std::max(protocol_s, absl::ToDoubleSeconds(regions_[r].protocol.Stats().median));
+    }
+    for (const auto& [r, c] : requested) {
+      protocol_s = std::max(protocol_s, absl::ToDoubleSeconds(regions_[r].protocol.Stats().median));
+    }
+    decide.protocol_s = protocol_s;
+  }
   decide.uses = 2;  // combine (or the backward pass's second all-to-all) reuses the topology
   const absl::Time plan_start = absl::Now();
   absl::StatusOr<planner::ClusterDecision> d = planner_.Plan(demands, current, po, decide);
@@ -222,8 +235,11 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
       affected.insert(r);
       continue;
     }
-    const std::string why = absl::StrFormat("no reconfiguration: gain %.3f ms <= cost %.3f ms",
-                                            rd.decision.gain_s * 1e3, rd.decision.cost_s * 1e3);
+    const std::string why = absl::StrFormat(
+        "no reconfiguration: gain %.3f ms <= cost %.3f ms (switching %.3f + protocol %.3f - "
+        "overlap %.3f)",
+        rd.decision.gain_s * 1e3, rd.decision.cost_s * 1e3, decide.switch_s * 1e3,
+        decide.protocol_s * 1e3, decide.overlap_s * 1e3);
     log::Info("controller: region {}: {} for {}", regions_label(r), why,
               a != answers.end() ? PlanTargetString(a->second.target) : KeyString(planned_for));
     absl::MutexLock lock(&mu_);
@@ -394,6 +410,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     }
   }
   // 4. Drive the switches whose circuits change.
+  const absl::Time switching_start = absl::Now();
   const auto want = BySwitch(target);
   const auto have = BySwitch(current);
   absl::Duration settle = absl::ZeroDuration();
@@ -436,6 +453,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   for (const std::string& a : applied) dirty_switches_.erase(a);
   // 5. Settle: the switches' own waits normally cover the switching time.
   if (settle > absl::ZeroDuration()) absl::SleepFor(settle);
+  const absl::Duration switching = absl::Now() - switching_start;
   // 6. COMMIT and wait (bounded) for the acks.
   mu_.Lock();
   committed_epoch_ = epoch;
@@ -482,11 +500,18 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
               Ms(opt_.commit_deadline), absl::StrJoin(round_->waiting, ", "));
   }
   round_.reset();
-  const absl::Duration took = absl::Now() - triggered;
+  const absl::Time end = absl::Now();
+  const absl::Duration took = end - triggered;
+  const absl::Duration protocol = std::max(absl::ZeroDuration(), end - round_start - switching);
   for (int r : regions) {
     regions_[r].round.Add(took);
     regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
+    regions_[r].protocol.Add(protocol);
   }
+  log::Info("controller: epoch {}: round {:.1f} ms after its matrix, {:.1f} ms of it switching, "
+             "{:.1f} ms protocol",
+             epoch, absl::ToDoubleMilliseconds(took), absl::ToDoubleMilliseconds(switching),
+             absl::ToDoubleMilliseconds(protocol));
   mu_.Unlock();
   metrics_->RoundTime(absl::Now() - round_start);
   // 7. Learn how long the switches just took (for the next Decide / Apply).

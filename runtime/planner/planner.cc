@@ -284,7 +284,7 @@ Decision Decide(const RegionPlan& plan, const DecideOptions& options) {
   } else if (std::isfinite(cur) && std::isfinite(now)) {
     d.gain_s = (cur - now) * options.uses;
   }
-  d.cost_s = std::max(0.0, options.switch_s - options.overlap_s);
+  d.cost_s = std::max(0.0, options.switch_s + options.protocol_s - options.overlap_s);
   d.reconfigure = d.gain_s > d.cost_s;
   return d;
 }

@@ -154,11 +154,15 @@ double ScoreCircuits(const Region& region, const FluidModel& model,
 
 // Whether to switch to a plan. The gain is what the coming all-to-alls save,
 // (current_completion_s - completion_s) x `uses` (all-to-alls served by the new
-// topology, e.g. 2 for dispatch and combine). The cost is the switching time
-// not hidden behind compute, max(0, switch_s - overlap_s), charged when any
-// port changes. Reconfigure iff gain > cost.
+// topology, e.g. 2 for dispatch and combine). The cost is the part of the
+// reconfiguration not hidden behind compute, max(0, switch_s + protocol_s -
+// overlap_s): the switching itself and the reconfiguration protocol's own
+// time (persisting the epoch, PREPARE, COMMIT and the workers' new
+// connections; the controller measures it per round), charged when any port
+// changes. Reconfigure iff gain > cost.
 struct DecideOptions {
   double switch_s = 0.025;
+  double protocol_s = 0;
   double overlap_s = 0;
   double uses = 1;
 };

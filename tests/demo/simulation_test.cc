@@ -1,11 +1,13 @@
 // The demo's emulation-mode charge for a reconfiguration
 // (apps/demo/simulation.h), hand-worked on a tiny phase: 4 hosts, one layer
-// (per iteration: attention 20 ms, dispatch, expert, combine, head, then
-// combine-grad, expert 80 ms, dispatch-grad, attention 40 ms), mixnet's
-// recorded routing on epoch 1 for iteration 0 and epoch 2 for iteration 1,
-// no circuits. The one new epoch is iteration 1's dispatch, behind the
-// forward attention's 20 ms window, so the simulation charges
-// max(0, switch_ms + round_overhead_ms - 20) there and nothing elsewhere.
+// (per iteration: attention 20 ms, dispatch, expert, combine, [report],
+// head 20 ms, combine-grad, expert 80 ms, dispatch-grad, [report], attention
+// backward 40 ms), mixnet's recorded routing on epoch 1 until a chosen
+// all-to-all of iteration 1 and on epoch 2 from there, no circuits. A round
+// hides in the compute since the plan request (the report) before it: 20 ms
+// (the head) before iteration 1's combine-grad, 40 + 20 ms (attention
+// backward, then attention) before iteration 1's dispatch. So the charge is
+// max(0, switch_ms + round_overhead_ms - window) there and nothing elsewhere.
 // Test thread only.
 #include <vector>
 
@@ -46,7 +48,9 @@ class DemoSimulationTest : public ::testing::Test {
 
   // Simulates the phase with `switch_ms` and the controller's measured
   // `overhead_ms`; returns each iteration's simulated reconfiguration (ms).
-  std::vector<double> Charged(double switch_ms, double overhead_ms) {
+  // `new_from`: the first all-to-all (in step order) of iteration 1 on the
+  // new epoch; 2 is the combine-grad, 0 the dispatch.
+  std::vector<double> Charged(double switch_ms, double overhead_ms, int new_from = 2) {
     c_.switch_ms = switch_ms;
     PhaseResult r;
     r.fabric = "mixnet";
@@ -55,7 +59,7 @@ class DemoSimulationTest : public ::testing::Test {
     for (int64_t it = 0; it < 2; ++it) {
       for (int seq = 0; seq < 4; ++seq) {
         A2aRouting a;
-        a.epoch = static_cast<uint64_t>(it + 1);
+        a.epoch = it == 1 && seq >= new_from ? 2 : 1;
         r.routing[{it, seq}] = a;
       }
     }
@@ -80,7 +84,7 @@ class DemoSimulationTest : public ::testing::Test {
 TEST_F(DemoSimulationTest, ChargesTheSwitchingLessTheWindowWithoutAMeasuredOverhead) {
   const std::vector<double> got = Charged(25, 0);
   EXPECT_EQ(got[0], 0);         // the first epoch is the job's warm-up
-  EXPECT_DOUBLE_EQ(got[1], 5);  // 25 - 20
+  EXPECT_DOUBLE_EQ(got[1], 5);  // 25 - 20 (the head)
 }
 
 TEST_F(DemoSimulationTest, AddsTheControllersRoundOverheadToEveryRound) {
@@ -90,8 +94,15 @@ TEST_F(DemoSimulationTest, AddsTheControllersRoundOverheadToEveryRound) {
 }
 
 TEST_F(DemoSimulationTest, ARoundShorterThanItsWindowCostsNothing) {
-  EXPECT_EQ(Charged(5, 10)[1], 0);   // 15 ms inside the 20 ms attention
+  EXPECT_EQ(Charged(5, 10)[1], 0);   // 15 ms inside the 20 ms head
   EXPECT_EQ(Charged(10, 10)[1], 0);  // exactly the window
+}
+
+TEST_F(DemoSimulationTest, TheNextIterationsFirstLayerHidesInBothAttentions) {
+  // Requested after the dispatch-grad: attention backward 40 + attention 20.
+  EXPECT_EQ(Charged(25, 12, /*new_from=*/0)[1], 0);              // 37 < 60
+  EXPECT_DOUBLE_EQ(Charged(100, 12, /*new_from=*/0)[1], 52);     // 112 - 60
+  EXPECT_EQ(Charged(100, 12, /*new_from=*/0)[0], 0);
 }
 
 }  // namespace

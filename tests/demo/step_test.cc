@@ -87,6 +87,22 @@ TEST(DemoStep, FourAlltoallsPerLayerAndComputeTotals) {
   EXPECT_FALSE(c.Validate().ok());
 }
 
+TEST(DemoStep, ShortestPlanWindowIsTheLeastComputeBetweenRequestAndAlltoall) {
+  // Defaults: forward 20 (attention), the first backward layer 20 (head),
+  // other backward layers 40 (attention backward), the next iteration's
+  // first layer 40 + 20.
+  EXPECT_DOUBLE_EQ(ShortestPlanWindowMs(4, ComputeOptions{}), 20);
+  ComputeOptions c;
+  c.attention_fwd_ms = 30;
+  c.head_ms = 50;
+  c.attention_bwd_ms = 10;
+  // Windows 30, 50, 10 and 10 + 30: the backward layers' 10.
+  EXPECT_DOUBLE_EQ(ShortestPlanWindowMs(4, c), 10);
+  // One layer: no forward request within an iteration and no backward layer
+  // after the first, so the head (50) and the next iteration's 10 + 30.
+  EXPECT_DOUBLE_EQ(ShortestPlanWindowMs(1, c), 40);
+}
+
 TEST(DemoStep, ReportRowsCarryTheTimeOfTheirAlltoallWhenItRan) {
   // Iteration 1 of 3, two layers (the order above): the k-th all-to-all
   // takes 10 * k ms. Each report row describes the all-to-all of its layer,

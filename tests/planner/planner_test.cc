@@ -290,6 +290,14 @@ TEST(DecideTest, GainAgainstSwitchingCost) {
   d = Decide(p, DecideOptions{.switch_s = 0.1, .overlap_s = 0.2});
   EXPECT_DOUBLE_EQ(d.cost_s, 0);
   EXPECT_TRUE(d.reconfigure);
+  // The protocol's time adds to the switching: 25 + 20 ms = 45 ms, over the
+  // 40 ms gain; a 10 ms window hides 10 of it (35 ms, so it pays again).
+  d = Decide(p, DecideOptions{.switch_s = 0.025, .protocol_s = 0.020});
+  EXPECT_DOUBLE_EQ(d.cost_s, 0.045);
+  EXPECT_FALSE(d.reconfigure);
+  d = Decide(p, DecideOptions{.switch_s = 0.025, .protocol_s = 0.020, .overlap_s = 0.010});
+  EXPECT_NEAR(d.cost_s, 0.035, 1e-12);
+  EXPECT_TRUE(d.reconfigure);
   // No port changes: nothing to do.
   p.ports_changed = 0;
   EXPECT_FALSE(Decide(p, DecideOptions{.switch_s = 0}).reconfigure);
