@@ -13,8 +13,6 @@
 namespace mixnet::sim {
 namespace {
 
-constexpr double kBytesPerGbit = 1e9 / 8;
-
 struct Edge {
   int src = 0, dst = 0;
   double bytes = 0;

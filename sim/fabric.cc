@@ -15,8 +15,6 @@
 namespace mixnet::sim {
 namespace {
 
-constexpr double kBytesPerGbit = 1e9 / 8;
-
 // Server NICs (up and down per server) and, when oversubscribed, pod uplinks.
 class Electrical {
  public:

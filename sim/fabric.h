@@ -35,6 +35,8 @@
 
 namespace mixnet::sim {
 
+inline constexpr double kBytesPerGbit = 1e9 / 8;  // link rates are in Gbit/s
+
 enum class FabricKind { kFatTree, kOversub, kRail, kTopoOpt, kMixNetStatic, kMixNet };
 std::string_view FabricName(FabricKind k);
 // "fattree", "oversub", "rail", "topoopt", "mixnet-static", "mixnet";

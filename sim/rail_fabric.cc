@@ -11,8 +11,6 @@
 namespace mixnet::sim {
 namespace {
 
-constexpr double kBytesPerGbit = 1e9 / 8;
-
 class RailFabric final : public Fabric {
  public:
   RailFabric(const FabricOptions& o, const Layout& l)

@@ -15,16 +15,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "runtime/cluster/spec_internal.h"
+#include "runtime/common/absl_view.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::cluster {
-namespace {
-
-// This abseil's string_view is its own type; std::string_view needs a hop.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-}  // namespace
-
 std::string_view NicRoleName(NicRole role) {
   switch (role) {
     case NicRole::kEps:

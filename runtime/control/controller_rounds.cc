@@ -508,11 +508,12 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
     regions_[r].protocol.Add(protocol);
   }
-  log::Info("controller: epoch {}: round {:.1f} ms after its matrix, {:.1f} ms of it switching, "
-             "{:.1f} ms protocol",
-             epoch, absl::ToDoubleMilliseconds(took), absl::ToDoubleMilliseconds(switching),
-             absl::ToDoubleMilliseconds(protocol));
   mu_.Unlock();
+  log::Info(
+      "controller: epoch {}: round {:.1f} ms after its matrix, {:.1f} ms of it switching, "
+      "{:.1f} ms protocol",
+      epoch, absl::ToDoubleMilliseconds(took), absl::ToDoubleMilliseconds(switching),
+      absl::ToDoubleMilliseconds(protocol));
   metrics_->RoundTime(absl::Now() - round_start);
   // 7. Learn how long the switches just took (for the next Decide / Apply).
   RefreshApplyTiming(applied);

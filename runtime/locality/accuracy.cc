@@ -20,10 +20,6 @@ absl::Status SameShape(const TrafficMatrix& predicted, const TrafficMatrix& actu
   return absl::OkStatus();
 }
 
-std::string KeyName(int layer, Direction d) {
-  return absl::StrCat("layer ", layer, " ", std::string(DirectionName(d)));
-}
-
 }  // namespace
 
 absl::StatusOr<double> NormalisedL1Error(const TrafficMatrix& predicted,
@@ -95,7 +91,7 @@ void AccuracyTracker::Add(Sums& s, double l1, double overlap) {
 
 absl::Status AccuracyTracker::Record(int layer, Direction direction, const TrafficMatrix& predicted,
                                      const TrafficMatrix& actual) {
-  const std::string where = absl::StrCat("accuracy, ", KeyName(layer, direction));
+  const std::string where = absl::StrCat("accuracy, ", LayerDirectionName(layer, direction));
   if (absl::Status s = predicted.Validate(); !s.ok()) return Annotate(s, where + ", predicted");
   if (absl::Status s = actual.Validate(); !s.ok()) return Annotate(s, where + ", actual");
   absl::StatusOr<double> l1 = NormalisedL1Error(predicted, actual);
@@ -124,7 +120,7 @@ absl::StatusOr<AccuracyStats> AccuracyTracker::Stats(int layer, Direction direct
   auto it = per_key_.find(Key{layer, direction});
   if (it == per_key_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("accuracy: no samples for ", KeyName(layer, direction)));
+        absl::StrCat("accuracy: no samples for ", LayerDirectionName(layer, direction)));
   }
   return it->second.stats;
 }
@@ -149,8 +145,8 @@ std::string AccuracyTracker::Summary(std::string_view label) const {
     }
   }
   if (worst != nullptr) {
-    absl::StrAppendFormat(&line, "; worst %s (L1 mean %.3f)", KeyName(worst->first, worst->second),
-                          worst_l1);
+    absl::StrAppendFormat(&line, "; worst %s (L1 mean %.3f)",
+                          LayerDirectionName(worst->first, worst->second), worst_l1);
   }
   return line;
 }
@@ -161,8 +157,8 @@ void AccuracyTracker::LogSummary(std::string_view label) const {
   for (const auto& [key, sums] : per_key_) {
     const AccuracyStats& s = sums.stats;
     log::Debug("{} {}: {} samples, L1 mean {:.3f} last {:.3f}, top-{} overlap mean {:.2f}",
-               std::string(label), KeyName(key.first, key.second), s.samples, s.mean_l1, s.last_l1,
-               top_k_, s.mean_overlap);
+               std::string(label), LayerDirectionName(key.first, key.second), s.samples, s.mean_l1,
+               s.last_l1, top_k_, s.mean_overlap);
   }
 }
 

@@ -10,10 +10,6 @@
 namespace mixnet {
 namespace {
 
-std::string KeyName(int layer, Direction d) {
-  return absl::StrCat("layer ", layer, " ", std::string(DirectionName(d)));
-}
-
 // Dispatch rows are source hosts; for combine the sources are the columns,
 // so we work on the transpose and transpose the forecast back.
 TrafficMatrix SourceMajor(const TrafficMatrix& m, Direction d) {
@@ -54,8 +50,8 @@ template <typename State>
 absl::Status KeyedPredictor<State>::Observe(int layer, Direction direction,
                                             const TrafficMatrix& actual) {
   if (absl::Status s = actual.Validate(); !s.ok()) {
-    return Annotate(s,
-                    absl::StrCat(std::string(name()), " predictor, ", KeyName(layer, direction)));
+    return Annotate(
+        s, absl::StrCat(std::string(name()), " predictor, ", LayerDirectionName(layer, direction)));
   }
   const Key key{layer, direction};
   auto it = states_.find(key);
@@ -65,7 +61,7 @@ absl::Status KeyedPredictor<State>::Observe(int layer, Direction direction,
   }
   if (Hosts(it->second) != actual.hosts()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        std::string(name()), " predictor, ", KeyName(layer, direction), ": matrix has ",
+        std::string(name()), " predictor, ", LayerDirectionName(layer, direction), ": matrix has ",
         actual.hosts(), " hosts, earlier ones had ", Hosts(it->second)));
   }
   Update(it->second, direction, actual);
@@ -76,8 +72,9 @@ template <typename State>
 absl::StatusOr<TrafficMatrix> KeyedPredictor<State>::Predict(int layer, Direction direction) const {
   auto it = states_.find(Key{layer, direction});
   if (it == states_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        std::string(name()), " predictor: no observation yet for ", KeyName(layer, direction)));
+    return absl::NotFoundError(absl::StrCat(std::string(name()),
+                                            " predictor: no observation yet for ",
+                                            LayerDirectionName(layer, direction)));
   }
   return Forecast(it->second, direction);
 }

@@ -89,6 +89,10 @@ absl::StatusOr<TrafficReport> FromJsonValue(const json& j) {
 
 }  // namespace
 
+std::string LayerDirectionName(int layer, Direction d) {
+  return absl::StrCat("layer ", layer, " ", std::string(DirectionName(d)));
+}
+
 std::string_view DirectionName(Direction d) {
   return d == Direction::kDispatch ? "dispatch" : "combine";
 }

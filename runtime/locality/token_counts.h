@@ -20,6 +20,8 @@ namespace mixnet {
 // (its matrix is the transpose of the dispatch one).
 enum class Direction { kDispatch = 0, kCombine = 1 };
 std::string_view DirectionName(Direction d);
+// "layer 3 dispatch", for messages.
+std::string LayerDirectionName(int layer, Direction d);
 // "dispatch" / "combine"; InvalidArgument otherwise.
 absl::StatusOr<Direction> ParseDirection(std::string_view name);
 

@@ -8,14 +8,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/absl_view.h"
 #include "runtime/common/status.h"
 #include "runtime/planner/plan_graph.h"
 #include "runtime/planner/routing.h"
 
 namespace mixnet::planner {
 namespace {
-
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 std::string PortName(std::string_view sw, int port) { return absl::StrCat(Av(sw), ":", port); }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "runtime/common/absl_view.h"
 #include "runtime/common/status.h"
 
 namespace mixnet::router {
@@ -22,7 +23,6 @@ using cluster::NicRole;
 using cluster::NicSpec;
 
 // This abseil's string_view is its own type; std::string_view needs a hop.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 const std::vector<Path>& NoPaths() {
   static const std::vector<Path>* empty = new std::vector<Path>();

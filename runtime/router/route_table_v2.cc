@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/absl_view.h"
 #include "runtime/common/status.h"
 #include "runtime/planner/fluid_model.h"
 #include "runtime/planner/routing.h"
@@ -21,8 +22,6 @@ namespace {
 using cluster::ClusterSpec;
 using cluster::HostSpec;
 using cluster::NicSpec;
-
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // One circuit seen from host a towards host b.
 struct Hop {
