@@ -334,10 +334,10 @@ class Demo {
                  "--relay",
                  o_.relay ? "on" : "off",
                  "--prepare-deadline-ms",
-                 std::to_string(o_.prepare_deadline_ms),
-                 // The compute every round can hide behind (step.h).
-                 "--overlap-ms",
-                 absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute))};
+                 std::to_string(o_.prepare_deadline_ms)};
+    // The compute every round can hide behind (step.h).
+    ctl_argv_.insert(ctl_argv_.end(),
+                     {"--overlap-ms", absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute))});
     RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl_argv_));
     return WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children, "mixnet-controller");
   }

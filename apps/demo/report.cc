@@ -33,6 +33,11 @@ uint64_t Lost(const PhaseResult& p) {
 }
 
 double Iter(const PhaseResult* p) { return p ? p->Mean(&IterationStats::wall_ms) : 0; }
+// The simulator's iteration time, JSON null when there is none.
+nlohmann::ordered_json Simulated(const PhaseResult* p) {
+  if (p == nullptr || !p->simulated) return nullptr;
+  return p->Mean(&IterationStats::simulated_ms);
+}
 
 nlohmann::json Ratio(const PhaseResult* mix, const PhaseResult* other, bool cpu_bound) {
   if (cpu_bound || mix == nullptr || other == nullptr || Iter(other) <= 0) return nullptr;
@@ -338,6 +343,9 @@ void PrintSweepCell(const DemoOptions& o, const SweepCell& cell) {
       {"mixnet_ms", Iter(mix)},
       {"static_ms", Iter(st)},
       {"nonblocking_ms", Iter(nb)},
+      {"mixnet_simulated_ms", Simulated(mix)},
+      {"static_simulated_ms", Simulated(st)},
+      {"nonblocking_simulated_ms", Simulated(nb)},
       {"mixnet_vs_nonblocking", Ratio(mix, nb, cpu_bound)},
       {"mixnet_vs_static", Ratio(mix, st, cpu_bound)},
       {"mixnet_reconfig_loss_ms", mix ? mix->Mean(&IterationStats::loss_ms) : 0},

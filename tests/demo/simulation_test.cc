@@ -100,8 +100,8 @@ TEST_F(DemoSimulationTest, ARoundShorterThanItsWindowCostsNothing) {
 
 TEST_F(DemoSimulationTest, TheNextIterationsFirstLayerHidesInBothAttentions) {
   // Requested after the dispatch-grad: attention backward 40 + attention 20.
-  EXPECT_EQ(Charged(25, 12, /*new_from=*/0)[1], 0);              // 37 < 60
-  EXPECT_DOUBLE_EQ(Charged(100, 12, /*new_from=*/0)[1], 52);     // 112 - 60
+  EXPECT_EQ(Charged(25, 12, /*new_from=*/0)[1], 0);           // 37 < 60
+  EXPECT_DOUBLE_EQ(Charged(100, 12, /*new_from=*/0)[1], 52);  // 112 - 60
   EXPECT_EQ(Charged(100, 12, /*new_from=*/0)[0], 0);
 }
 
