@@ -130,6 +130,7 @@ class Controller {
     std::deque<v1::TopologyEvent> events;
   };
   static constexpr size_t kRoundSamples = 64;
+  static constexpr uint32_t kMinProtocolSamples = 3;
   struct RegionState {
     RegionReports reports;
     uint64_t committed = 0, aborted = 0, skipped = 0;
@@ -141,8 +142,9 @@ class Controller {
     DurationWindow round{kRoundSamples}, round_overhead{kRoundSamples};
     // Each committed round's own protocol time: from its start (persisting
     // the epoch) to the last COMMITTED, less the time the switches' Applies
-    // and the settle took. Decide charges its median on top of switching
-    // (DecideOptions::protocol_s).
+    // and the settle took; rounds whose COMMITTED acks did not all come are
+    // left out. Decide charges its median on top of switching
+    // (DecideOptions::protocol_s) once there are kMinProtocolSamples.
     DurationWindow protocol{kRoundSamples};
   };
   struct Round {

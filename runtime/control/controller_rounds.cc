@@ -178,15 +178,17 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   decide.overlap_s = opt_.overlap_s;
   {
     // The protocol's measured time, the slowest of the regions being planned
-    // (a round that spans them waits for all of their workers).
+    // (a round that spans them waits for all of their workers); none before
+    // a region has kMinProtocolSamples rounds, so that one slow early round
+    // cannot stop every later one (no round, no new sample).
     absl::MutexLock lock(&mu_);
+    auto median_s = [&](int r) {
+      const DurationStats st = regions_[r].protocol.Stats();
+      return st.samples >= kMinProtocolSamples ? absl::ToDoubleSeconds(st.median) : 0.0;
+    };
     double protocol_s = 0;
-    for (const auto& [r, c] : newest) {
-      protocol_s = std::max(protocol_s, absl::ToDoubleSeconds(regions_[r].protocol.Stats().median));
-    }
-    for (const auto& [r, c] : requested) {
-      protocol_s = std::max(protocol_s, absl::ToDoubleSeconds(regions_[r].protocol.Stats().median));
-    }
+    for (const auto& [r, c] : newest) protocol_s = std::max(protocol_s, median_s(r));
+    for (const auto& [r, c] : requested) protocol_s = std::max(protocol_s, median_s(r));
     decide.protocol_s = protocol_s;
   }
   decide.uses = 2;  // combine (or the backward pass's second all-to-all) reuses the topology
@@ -495,6 +497,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     return shutdown_ || round_->waiting.empty();
   };
   mu_.AwaitWithTimeout(absl::Condition(&acked), opt_.commit_deadline);
+  const bool all_acked = round_->waiting.empty();
   if (!round_->waiting.empty() && !shutdown_) {
     log::Warn("controller: epoch {}: no COMMITTED within {} ms from worker(s) {}", epoch,
               Ms(opt_.commit_deadline), absl::StrJoin(round_->waiting, ", "));
@@ -506,7 +509,8 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   for (int r : regions) {
     regions_[r].round.Add(took);
     regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
-    regions_[r].protocol.Add(protocol);
+    // A missing ack says nothing of how long the protocol takes.
+    if (all_acked) regions_[r].protocol.Add(protocol);
   }
   mu_.Unlock();
   log::Info(
