@@ -53,7 +53,8 @@ std::string SpecYaml() {
                                          .mask = "/24",
                                          .eps_gbps = 1,
                                          .ocs_gbps = 4,
-                                         .switch_ms = 5});
+                                         .switch_ms = 5,
+                                         .circuits = {}});
 }
 
 // In the forked rank, before the plugin loads: enter the host's namespace

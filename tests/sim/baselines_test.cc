@@ -45,7 +45,7 @@ TEST(TopoOptTest, MultiHopOnARingByHand) {
     for (int j = 0; j < 4; ++j)
       if (i != j) u.at(i, j) = b;
   EXPECT_FALSE(f->AllToAll({u}, {u}, {}).ok());  // not planned yet
-  ASSERT_TRUE(f->Prepare({.a2a_mean = {u}, .a2a_phases = 1}).ok());
+  ASSERT_TRUE(f->Prepare({.a2a_mean = {u}, .a2a_phases = 1, .other = {}}).ok());
   EXPECT_EQ(f->Routing(), "multihop");
   auto t = f->AllToAll({u}, {u}, {});
   ASSERT_TRUE(t.ok()) << t.status();
@@ -72,7 +72,7 @@ TEST(TopoOptTest, PlannedOncePerJobFromItsTraffic) {
   ASSERT_NE(f, nullptr);
   TrafficMatrix m(4);
   m.at(0, 2) = 5e9;
-  ASSERT_TRUE(f->Prepare({.a2a_mean = {m}, .a2a_phases = 1}).ok());
+  ASSERT_TRUE(f->Prepare({.a2a_mean = {m}, .a2a_phases = 1, .other = {}}).ok());
   auto t = f->AllToAll({m}, {m}, {});
   ASSERT_TRUE(t.ok());
   EXPECT_NEAR(t->seconds, 5e9 / R, 1e-9);

@@ -129,7 +129,7 @@ TEST(FabricTest, MixNetSkewedBeatsItsEpsAndMixNetStaticIsStatic) {
   ASSERT_TRUE(te.ok());
   EXPECT_EQ(te->reconfigured_regions, 0);
   EXPECT_NEAR(te->seconds, (2e9 + 6 * 10e6) / (2 * R), 1e-6);
-  ASSERT_TRUE((*topo)->Prepare({.a2a_mean = m}).ok());
+  ASSERT_TRUE((*topo)->Prepare({.a2a_mean = m, .a2a_phases = 0, .other = {}}).ok());
   auto tp = (*topo)->AllToAll(m, m, {});
   ASSERT_TRUE(tp.ok());
   EXPECT_LT(tp->seconds, te->seconds / 2);
