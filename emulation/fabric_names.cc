@@ -11,13 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ocs_driver/netns/netns.h"
+#include "runtime/common/absl_view.h"
 
 namespace mixnet::emulation {
-namespace {
-
-absl::string_view Av(const std::string& s) { return absl::string_view(s.data(), s.size()); }
-
-}  // namespace
 
 absl::Status ValidatePrefix(absl::string_view prefix) {
   bool ok = !prefix.empty() && prefix.size() <= kMaxPrefixLen &&

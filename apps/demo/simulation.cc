@@ -75,20 +75,17 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
   uint64_t last_epoch = 0;
   bool first = true;
   // The window a round hides in: the compute since the plan request that
-  // started it (the last report; across an iteration's end for the next
-  // iteration's first layer), as ShortestPlanWindowMs counts it.
-  double window_ms = 0;
+  // started it (across an iteration's end for the next iteration's first
+  // layer).
+  PlanWindow window;
   for (size_t it = 0; it < r.iterations.size(); ++it) {
     r.iterations[it].each_simulated_alltoall_ms.clear();
     double compute_ms = 0, alltoall_ms = 0, reconfig_ms = 0;
     int seq = 0;
     for (const StepItem& item :
          IterationSteps(static_cast<int64_t>(it), p.iterations, w.layers(), p.compute)) {
-      if (item.kind == StepItem::Kind::kCompute) {
-        compute_ms += item.compute_ms;
-        window_ms += item.compute_ms;
-      }
-      if (item.kind == StepItem::Kind::kReport) window_ms = 0;
+      window.Step(item);
+      if (item.kind == StepItem::Kind::kCompute) compute_ms += item.compute_ms;
       if (item.kind != StepItem::Kind::kAlltoall) continue;
       const A2aRouting* route = &fixed;
       if (p.kind == FabricKind::kMixnet) {
@@ -101,7 +98,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
         // A new epoch: its round (the switching and the controller's
         // measured protocol time), less the compute window it overlapped.
         if (!first && route->epoch != last_epoch) {
-          reconfig_ms += std::max(0.0, p.switch_ms + r.round_overhead_ms - window_ms);
+          reconfig_ms += std::max(0.0, p.switch_ms + r.round_overhead_ms - window.ms());
         }
         last_epoch = route->epoch;
         first = false;

@@ -117,17 +117,13 @@ std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
 }
 
 double ShortestPlanWindowMs(int layers, const ComputeOptions& c) {
-  double shortest = -1, since_report = 0;
-  bool reported = false;
+  double shortest = -1;
+  PlanWindow window;
   for (int64_t it = 0; it < 2; ++it) {
     for (const StepItem& s : IterationSteps(it, 2, layers, c)) {
-      if (s.kind == StepItem::Kind::kReport) {
-        reported = true;
-        since_report = 0;
-      } else if (s.kind == StepItem::Kind::kCompute) {
-        since_report += s.compute_ms;
-      } else if (s.kind == StepItem::Kind::kAwaitPlan && reported) {
-        shortest = shortest < 0 ? since_report : std::min(shortest, since_report);
+      window.Step(s);
+      if (s.kind == StepItem::Kind::kAwaitPlan) {
+        shortest = shortest < 0 ? window.ms() : std::min(shortest, window.ms());
       }
     }
   }

@@ -69,6 +69,22 @@ struct StepItem {
 std::vector<StepItem> IterationSteps(int64_t iteration, int64_t iterations, int layers,
                                      const ComputeOptions& c);
 
+// The compute since the latest plan request, step by step: a kReport item
+// starts it again, a kCompute item adds to it. Every kAwaitPlan item follows
+// the report that requested its plan, so at an await (and at the all-to-all
+// after it) this is the compute the plan's round could hide behind.
+class PlanWindow {
+ public:
+  void Step(const StepItem& s) {
+    if (s.kind == StepItem::Kind::kReport) ms_ = 0;
+    if (s.kind == StepItem::Kind::kCompute) ms_ += s.compute_ms;
+  }
+  double ms() const { return ms_; }
+
+ private:
+  double ms_ = 0;
+};
+
 // The compute a round can hide behind: the compute between a plan request
 // (kReport) and the all-to-all the plan is for (attention; the head; attention
 // backward; attention backward and the next iteration's attention for the

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/cluster/spec_internal.h"
+#include "runtime/common/absl_view.h"
 #include "runtime/common/status.h"
 #include "yaml-cpp/yaml.h"
 
@@ -451,8 +452,7 @@ class SpecParser {
 }  // namespace
 
 absl::StatusOr<ClusterSpec> ParseSpecYaml(std::string_view yaml, std::string_view source) {
-  return SpecParser(absl::string_view(source.data(), source.size()))
-      .Run(absl::string_view(yaml.data(), yaml.size()));
+  return SpecParser(Av(source)).Run(Av(yaml));
 }
 
 }  // namespace mixnet::cluster::internal
