@@ -33,10 +33,10 @@ int main(int argc, char** argv) {
   app.add_option("--bytes-per-host", o.bytes_per_host,
                  "bytes one host sends per all-to-all (mean over hosts)")
       ->capture_default_str();
-  app.add_option("--iters", o.iters, "timed all-to-alls per router and case")
+  app.add_option("--iters", o.iters,
+                 "timed iterations per case (each: every router twice, cold then warm)")
       ->capture_default_str();
-  app.add_option("--warmup", o.warmup, "untimed all-to-alls per router and case first")
-      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed iterations per case first")->capture_default_str();
   app.add_option("--relay", relay,
                  "router v2 may relay through a third host (the plan's relay flag and the "
                  "model's)")

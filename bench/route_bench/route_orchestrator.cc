@@ -173,11 +173,12 @@ class Launcher {
     RETURN_IF_ERROR(fabric_->ApplyCircuits(p.plan.circuits));
     RETURN_IF_ERROR(WriteText(
         w.spec_path, demo::FabricSpecYaml(demo::FabricKind::kStatic, o_.shape, p.plan.circuits)));
-    // Deadline: the slower router's prediction, generously, per all-to-all.
+    // Deadline: the slower router's prediction, generously, per all-to-all
+    // (four per iteration: each router twice).
     const double per_a2a_s = 4 * std::max(p.plan.v1_model_s, p.plan.v2_model_s) + 2;
     const int timeout_s = o_.case_timeout_s > 0
                               ? o_.case_timeout_s
-                              : static_cast<int>(60 + 2 * (o_.warmup + o_.iters) * per_a2a_s);
+                              : static_cast<int>(60 + 4 * (o_.warmup + o_.iters) * per_a2a_s);
     w.timeout_ms = std::min<int64_t>(int64_t{1000} * timeout_s, 120000);
     const std::string config = dir + "/config.json";
     RETURN_IF_ERROR(WriteText(config, w.ToJson()));

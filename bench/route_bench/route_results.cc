@@ -13,6 +13,7 @@ namespace mixnet::bench {
 nlohmann::json RecordToJson(const RankRecord& r) {
   nlohmann::json j = {{"router", r.router},
                       {"iteration", r.iteration},
+                      {"warm", r.warm},
                       {"ms", r.ms},
                       {"nics", demo::CountersToJson(r.nics)},
                       {"retransmits", r.retransmits},
@@ -27,19 +28,21 @@ nlohmann::json RecordToJson(const RankRecord& r) {
 
 absl::StatusOr<RankRecord> RecordFromJson(const nlohmann::json& j, int rank) {
   const std::string what = absl::StrCat("rank ", rank, " record ", j.dump().substr(0, 200));
-  for (const char* k : {"router", "iteration", "ms", "nics", "retransmits", "bytes_bad"}) {
+  for (const char* k : {"router", "iteration", "warm", "ms", "nics", "retransmits", "bytes_bad"}) {
     if (!j.is_object() || !j.contains(k)) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": no field '", k, "'"));
     }
   }
-  if (!j["router"].is_string() || !j["iteration"].is_number_integer() || !j["ms"].is_number() ||
-      !j["retransmits"].is_number_unsigned() || !j["bytes_bad"].is_number_unsigned()) {
+  if (!j["router"].is_string() || !j["iteration"].is_number_integer() || !j["warm"].is_boolean() ||
+      !j["ms"].is_number() || !j["retransmits"].is_number_unsigned() ||
+      !j["bytes_bad"].is_number_unsigned()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a field has the wrong type"));
   }
   RankRecord r;
   r.rank = rank;
   r.router = j["router"].get<std::string>();
   r.iteration = j["iteration"].get<int>();
+  r.warm = j["warm"].get<bool>();
   r.ms = j["ms"].get<double>();
   r.retransmits = j["retransmits"].get<uint64_t>();
   r.bytes_bad = j["bytes_bad"].get<uint64_t>();
@@ -71,8 +74,8 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
                                         const std::map<std::string, LinkRate>& rates,
                                         uint64_t hop_bytes, double model_s) {
   const std::string what = absl::StrCat("case ", case_name, " router ", router);
-  // Per timed iteration: each rank's record.
-  std::map<int, std::map<int, const RankRecord*>> by_iter;
+  // Per timed iteration: each rank's record of the warm call, and of the cold one.
+  std::map<int, std::map<int, const RankRecord*>> by_iter, cold_by_iter;
   RouterFigures f;
   f.case_name = case_name;
   f.router = router;
@@ -82,9 +85,20 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
     if (r.rank < 0 || r.rank >= static_cast<int>(hosts.size())) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", r.rank, " has no host"));
     }
-    by_iter[r.iteration][r.rank] = &r;
+    (r.warm ? by_iter : cold_by_iter)[r.iteration][r.rank] = &r;
   }
-  if (by_iter.empty()) return absl::DataLossError(absl::StrCat(what, ": no timed iteration"));
+  if (by_iter.empty()) return absl::DataLossError(absl::StrCat(what, ": no timed warm call"));
+  for (const auto& [it, ranks] : cold_by_iter) {
+    if (ranks.size() != hosts.size()) {
+      return absl::DataLossError(absl::StrCat(what, ": iteration ", it,
+                                              "'s cold call has records of ", ranks.size(), " of ",
+                                              hosts.size(), " ranks"));
+    }
+    double ms = 0;
+    for (const auto& [rank, rec] : ranks) ms = std::max(ms, rec->ms);
+    f.cold_iterations_ms.push_back(ms);
+  }
+  f.cold_ms = LowerMedian(f.cold_iterations_ms);
   struct Iter {
     double ms = 0;
     demo::PhaseBound bound;
@@ -147,7 +161,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
 Verdicts Judge(const std::vector<CaseFigures>& cases) {
   Verdicts v;
   v.min_utilisation = cases.empty() ? 0 : 1e9;
-  double worst_err = -1;
+  double worst_err = -1, worst_cold = -1;
   for (const CaseFigures& c : cases) {
     for (const RouterFigures* f : {&c.v1, &c.v2}) {
       v.min_utilisation = std::min(v.min_utilisation, f->utilisation);
@@ -156,6 +170,13 @@ Verdicts Judge(const std::vector<CaseFigures>& cases) {
         worst_err = std::fabs(err);
         v.worst_model_error = err;
         v.worst_model_row = absl::StrCat(c.case_name, " ", f->router);
+      }
+      if (f->cold_iterations_ms.empty()) continue;
+      const double cold = f->predicted_ms > 0 ? f->cold_ms / f->predicted_ms - 1 : INFINITY;
+      if (std::fabs(cold) > worst_cold) {
+        worst_cold = std::fabs(cold);
+        v.worst_cold_error = cold;
+        v.worst_cold_row = absl::StrCat(c.case_name, " ", f->router);
       }
     }
     const double ratio = c.ratio();

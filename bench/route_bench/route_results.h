@@ -22,12 +22,16 @@
 namespace mixnet::bench {
 
 // One rank's record of one all-to-all (a line of its result file):
-//   {"router", "iteration", "ms", "nics": {ifname: [rx, tx]}, "retransmits", "bytes_bad",
-//    "cpu": [idle, total] (rank 0 only: the machine's jiffies over the all-to-all)}
+//   {"router", "iteration", "warm", "ms", "nics": {ifname: [rx, tx]}, "retransmits",
+//    "bytes_bad", "cpu": [idle, total] (rank 0 only: the machine's jiffies over the all-to-all)}
 struct RankRecord {
   int rank = 0;
   std::string router;  // "v1" or "v2"
   int iteration = 0;   // 0-based, warm-up included
+  // Each iteration runs each router twice in a row: false for the first call
+  // (the router's connections idle since its previous pair, the other
+  // router's two calls: "cold"), true for the second ("warm").
+  bool warm = true;
   double ms = 0;
   std::map<std::string, demo::ByteCounters> nics;  // deltas over the all-to-all
   uint64_t retransmits = 0;
@@ -48,17 +52,24 @@ struct LinkRate {
   uint64_t burst_bytes = 0;
 };
 
+// Every figure but the cold ones is over the warm calls of the timed
+// iterations (what the fluid model describes: connections in use).
 struct RouterFigures {
   std::string case_name;
   std::string router;
   int iterations = 0;      // timed
-  double measured_ms = 0;  // median over timed iterations
+  double measured_ms = 0;  // median over timed iterations' warm calls
   double measured_min_ms = 0, measured_max_ms = 0;
   std::vector<double> iterations_ms;  // each timed iteration's slowest rank, in order
-  double floor_ms = 0;                // median of the iterations' floors
-  double utilisation = 0;             // median of the iterations' floor / time
-  std::string busiest;                // busiest link-direction of the median iteration
-  double model_ms = 0;                // fluid model, payload bytes
+  // The cold calls (the first of each pair: the connections idle for the
+  // other router's two calls, so TCP restarts their windows): median and
+  // each timed iteration's, in order. Not in the model; reported beside.
+  double cold_ms = 0;
+  std::vector<double> cold_iterations_ms;
+  double floor_ms = 0;     // median of the iterations' floors
+  double utilisation = 0;  // median of the iterations' floor / time
+  std::string busiest;     // busiest link-direction of the median iteration
+  double model_ms = 0;     // fluid model, payload bytes
   // Median of NIC tx bytes / the payload bytes the hops carry (a relayed byte
   // counts once per hop): frames and ACKs per payload byte on a link.
   double wire_factor = 0;
@@ -72,9 +83,9 @@ struct RouterFigures {
 };
 
 // `records`: every rank's records of one router (warm-up included; those
-// with iteration < warmup are left out of the figures). `hosts[rank]` names
-// the host of each rank for the link names. DataLoss when a rank lacks a
-// timed iteration another has, or no iteration is timed. `hop_bytes`: the
+// with iteration < warmup are left out of the figures), warm and cold calls.
+// `hosts[rank]` names the host of each rank for the link names. DataLoss when
+// a rank lacks a timed call another has, or no warm call is timed. `hop_bytes`: the
 // payload bytes the links carry, relayed bytes twice (the model's time is
 // the payload's; the links carry frames and ACKs besides).
 absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std::string& router,
@@ -114,6 +125,10 @@ struct Verdicts {
   double worst_model_error = 0;  // measured / predicted - 1 of the row farthest from 0
   std::string worst_model_row;   // "case router"
   bool model_met = true;
+  // The same for the cold calls: reported, not a target (the model has no
+  // restarted windows).
+  double worst_cold_error = 0;
+  std::string worst_cold_row;
 };
 inline constexpr double kGainTarget = 0.85;
 inline constexpr double kRegressionTarget = 1.03;

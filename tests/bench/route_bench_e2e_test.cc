@@ -56,9 +56,9 @@ TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
   ASSERT_EQ(rows.size(), 4u) << r.out;
   std::set<std::string> seen;
   for (const nlohmann::json& j : rows) {
-    for (const char* k :
-         {"case", "router", "measured_ms", "predicted_ms", "simulated_ms", "floor_ms",
-          "utilisation", "busiest", "link_bound", "wire_factor", "circuits", "iterations_ms"}) {
+    for (const char* k : {"case", "router", "measured_ms", "predicted_ms", "simulated_ms",
+                          "floor_ms", "utilisation", "busiest", "link_bound", "wire_factor",
+                          "circuits", "iterations_ms", "cold_ms", "cold_iterations_ms"}) {
       ASSERT_TRUE(j.contains(k)) << "no '" << k << "' in " << j.dump();
     }
     EXPECT_GT(j["measured_ms"].get<double>(), 0) << j.dump();
@@ -66,6 +66,11 @@ TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
     ASSERT_EQ(j["iterations_ms"].size(), 1u) << j.dump();
     EXPECT_DOUBLE_EQ(j["iterations_ms"][0].get<double>(), j["measured_ms"].get<double>())
         << j.dump();
+    // ... and one cold call (the first of the router's pair).
+    ASSERT_EQ(j["cold_iterations_ms"].size(), 1u) << j.dump();
+    EXPECT_DOUBLE_EQ(j["cold_iterations_ms"][0].get<double>(), j["cold_ms"].get<double>())
+        << j.dump();
+    EXPECT_GT(j["cold_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["floor_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["predicted_ms"].get<double>(), 0) << j.dump();
     EXPECT_GT(j["simulated_ms"].get<double>(), 0) << j.dump();
@@ -76,7 +81,8 @@ TEST(RouteBenchE2E, TinyRunPrintsEveryField) {
   EXPECT_EQ(seen, (std::set<std::string>{"uniform/v1", "uniform/v2", "partner-0.75/v1",
                                          "partner-0.75/v2"}));
   ASSERT_TRUE(summary.is_object()) << "no summary line:\n" << r.out;
-  for (const char* k : {"link_bound", "cpu_bound", "v2_vs_v1", "gain_target", "model_target"}) {
+  for (const char* k :
+       {"link_bound", "cpu_bound", "v2_vs_v1", "gain_target", "model_target", "cold_calls"}) {
     EXPECT_TRUE(summary.contains(k)) << "no '" << k << "' in " << summary.dump();
   }
 }

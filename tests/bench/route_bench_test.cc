@@ -96,11 +96,12 @@ TEST(RouteBenchPlan, PartnerPairsGetCircuitsAndV2SplitsOverEps) {
   EXPECT_EQ(p->v2_relayed_bytes, 0);
 }
 
-RankRecord Rec(int rank, int it, double ms, uint64_t rx, uint64_t tx) {
+RankRecord Rec(int rank, int it, double ms, uint64_t rx, uint64_t tx, bool warm = true) {
   RankRecord r;
   r.rank = rank;
   r.router = "v2";
   r.iteration = it;
+  r.warm = warm;
   r.ms = ms;
   r.nics["eps0"] = {rx, tx};
   r.nics["lo"] = {999999, 999999};  // not a link of the fabric: ignored
@@ -123,10 +124,26 @@ TEST(RouteBenchResults, FloorUtilisationAndPrediction) {
   // Wire factor: (81000 + 51000) / 120000 payload = 1.1; model 0.1 s ->
   // 100 ms, predicted 110 ms. Retransmits: 2 per record, 6 timed records.
   // CPUs: rank 0's timed records, 3 x 1 idle of 3 x 4 jiffies = 25% idle.
-  const std::vector<RankRecord> recs = {Rec(0, 0, 999, 1, 1),         Rec(1, 0, 999, 1, 1),
-                                        Rec(0, 1, 100, 51000, 81000), Rec(1, 1, 120, 81000, 51000),
-                                        Rec(0, 2, 300, 51000, 81000), Rec(1, 2, 10, 81000, 51000),
-                                        Rec(0, 3, 150, 51000, 81000), Rec(1, 3, 140, 81000, 51000)};
+  // The cold calls (first of each pair) count only in the cold figures:
+  // iterations 1..3 slowest 500, 200, 400 ms -> lower median 400 ms; their
+  // bytes, retransmits and CPU samples stay out of the warm figures.
+  const auto cold = [](int rank, int it, double ms) { return Rec(rank, it, ms, 7, 7, false); };
+  const std::vector<RankRecord> recs = {Rec(0, 0, 999, 1, 1),
+                                        Rec(1, 0, 999, 1, 1),
+                                        cold(0, 0, 999),
+                                        cold(1, 0, 999),
+                                        cold(0, 1, 500),
+                                        cold(1, 1, 450),
+                                        Rec(0, 1, 100, 51000, 81000),
+                                        Rec(1, 1, 120, 81000, 51000),
+                                        cold(0, 2, 200),
+                                        cold(1, 2, 100),
+                                        Rec(0, 2, 300, 51000, 81000),
+                                        Rec(1, 2, 10, 81000, 51000),
+                                        cold(0, 3, 10),
+                                        cold(1, 3, 400),
+                                        Rec(0, 3, 150, 51000, 81000),
+                                        Rec(1, 3, 140, 81000, 51000)};
   const std::map<std::string, LinkRate> rates = {{"h0/eps0", {1e6, 1000}},
                                                  {"h1/eps0", {1e6, 1000}}};
   absl::StatusOr<RouterFigures> f = Summarise("c", "v2", recs, 1, {"h0", "h1"}, rates, 120000, 0.1);
@@ -144,25 +161,40 @@ TEST(RouteBenchResults, FloorUtilisationAndPrediction) {
   EXPECT_NEAR(f->predicted_ms, 110, 1e-9);
   EXPECT_EQ(f->retransmits, 12u);
   EXPECT_DOUBLE_EQ(f->cpu_idle, 0.25);
+  EXPECT_EQ(f->cold_iterations_ms, (std::vector<double>{500, 200, 400}));
+  EXPECT_DOUBLE_EQ(f->cold_ms, 400);
 
   // A rank missing from a timed iteration is lost data, not a faster run.
   const std::vector<RankRecord> missing = {Rec(0, 1, 100, 1, 1)};
   EXPECT_EQ(Summarise("c", "v2", missing, 1, {"h0", "h1"}, rates, 1, 0.1).status().code(),
             absl::StatusCode::kDataLoss);
+  // So is a rank missing from a cold call, and a run with cold calls only.
+  const std::vector<RankRecord> cold_missing = {Rec(0, 1, 100, 1, 1), Rec(1, 1, 100, 1, 1),
+                                                cold(0, 1, 100)};
+  EXPECT_EQ(Summarise("c", "v2", cold_missing, 1, {"h0", "h1"}, rates, 1, 0.1).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(Summarise("c", "v2", {cold(0, 1, 1), cold(1, 1, 1)}, 1, {"h0", "h1"}, rates, 1, 0.1)
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
   EXPECT_DOUBLE_EQ(LowerMedian({4, 1, 3, 2}), 2);
 }
 
 TEST(RouteBenchResults, RecordsRoundTripAndBadOnesAreNamed) {
-  const RankRecord r = Rec(0, 3, 12.5, 10, 20);
+  const RankRecord r = Rec(0, 3, 12.5, 10, 20, false);
   absl::StatusOr<RankRecord> back = RecordFromJson(RecordToJson(r), 0);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->router, "v2");
   EXPECT_EQ(back->iteration, 3);
+  EXPECT_FALSE(back->warm);
   EXPECT_EQ(back->nics.at("eps0").tx, 20u);
   EXPECT_EQ(back->cpu_total, 4u);
   nlohmann::json bad = RecordToJson(r);
   bad.erase("ms");
   EXPECT_NE(RecordFromJson(bad, 1).status().message().find("'ms'"), std::string::npos);
+  nlohmann::json no_warm = RecordToJson(r);
+  no_warm.erase("warm");
+  EXPECT_NE(RecordFromJson(no_warm, 1).status().message().find("'warm'"), std::string::npos);
 }
 
 CaseFigures Fig(const std::string& name, double v1_ms, double v2_ms, double predicted_ms,
@@ -174,6 +206,8 @@ CaseFigures Fig(const std::string& name, double v1_ms, double v2_ms, double pred
     f->measured_ms = f == &c.v1 ? v1_ms : v2_ms;
     f->utilisation = util;
     f->predicted_ms = predicted_ms;
+    f->cold_ms = 1.3 * f->measured_ms;
+    f->cold_iterations_ms = {f->cold_ms};
   }
   return c;
 }
@@ -195,11 +229,15 @@ TEST(RouteBenchResults, Verdicts) {
   EXPECT_FALSE(v.model_met);
   EXPECT_NEAR(v.worst_model_error, -0.2, 1e-12);
   EXPECT_EQ(v.worst_model_row, "partner-0.5 v2");
+  // Cold calls at 1.3 x measured: the farthest from its prediction is
+  // uniform v2, 1.3 x 104 / 100 - 1 = +35.2%; not a target.
+  EXPECT_NEAR(v.worst_cold_error, 0.352, 1e-12);
+  EXPECT_EQ(v.worst_cold_row, "uniform v2");
   EXPECT_FALSE(v.link_bound);
   EXPECT_FALSE(v.cpu_bound);
   const Verdicts good = Judge({Fig("partner-0.5", 100, 84, 90, 0.9)});
   EXPECT_TRUE(good.gain_met && good.no_regression && good.link_bound && !good.cpu_bound);
-  EXPECT_TRUE(good.model_met);  // 100 / 90 - 1 = +11%, 84 / 90 - 1 = -6.7%
+  EXPECT_TRUE(good.model_met);  // 100 / 90 - 1 = +11%, 84 / 90 - 1 = -6.7% (cold: +44%)
 }
 
 // Samples at 0, 10, 20, 30 ms of a counter that moves 0, 100, 100, 200
