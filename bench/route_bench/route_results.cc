@@ -88,12 +88,15 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
     (r.warm ? by_iter : cold_by_iter)[r.iteration][r.rank] = &r;
   }
   if (by_iter.empty()) return absl::DataLossError(absl::StrCat(what, ": no timed warm call"));
+  // A rank missing from a call another rank recorded is lost data, not a faster call.
+  const auto complete = [&](int it, size_t ranks, const char* call) -> absl::Status {
+    if (ranks == hosts.size()) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat(what, ": iteration ", it, "'s ", call,
+                                            " call has records of ", ranks, " of ", hosts.size(),
+                                            " ranks"));
+  };
   for (const auto& [it, ranks] : cold_by_iter) {
-    if (ranks.size() != hosts.size()) {
-      return absl::DataLossError(absl::StrCat(what, ": iteration ", it,
-                                              "'s cold call has records of ", ranks.size(), " of ",
-                                              hosts.size(), " ranks"));
-    }
+    RETURN_IF_ERROR(complete(it, ranks.size(), "cold"));
     double ms = 0;
     for (const auto& [rank, rec] : ranks) ms = std::max(ms, rec->ms);
     f.cold_iterations_ms.push_back(ms);
@@ -107,10 +110,7 @@ absl::StatusOr<RouterFigures> Summarise(const std::string& case_name, const std:
   std::vector<Iter> iters;
   uint64_t cpu_idle = 0, cpu_total = 0;
   for (const auto& [it, ranks] : by_iter) {
-    if (ranks.size() != hosts.size()) {
-      return absl::DataLossError(absl::StrCat(what, ": iteration ", it, " has records of ",
-                                              ranks.size(), " of ", hosts.size(), " ranks"));
-    }
+    RETURN_IF_ERROR(complete(it, ranks.size(), "warm"));
     Iter x;
     std::vector<demo::LinkLoad> links;
     uint64_t tx = 0;
@@ -162,22 +162,21 @@ Verdicts Judge(const std::vector<CaseFigures>& cases) {
   Verdicts v;
   v.min_utilisation = cases.empty() ? 0 : 1e9;
   double worst_err = -1, worst_cold = -1;
+  // Keeps the row whose `ms` is farthest from its prediction.
+  const auto farthest = [](const CaseFigures& c, const RouterFigures& f, double ms, double* worst,
+                           double* error, std::string* row) {
+    const double err = f.predicted_ms > 0 ? ms / f.predicted_ms - 1 : INFINITY;
+    if (std::fabs(err) <= *worst) return;
+    *worst = std::fabs(err);
+    *error = err;
+    *row = absl::StrCat(c.case_name, " ", f.router);
+  };
   for (const CaseFigures& c : cases) {
     for (const RouterFigures* f : {&c.v1, &c.v2}) {
       v.min_utilisation = std::min(v.min_utilisation, f->utilisation);
-      const double err = f->predicted_ms > 0 ? f->measured_ms / f->predicted_ms - 1 : INFINITY;
-      if (std::fabs(err) > worst_err) {
-        worst_err = std::fabs(err);
-        v.worst_model_error = err;
-        v.worst_model_row = absl::StrCat(c.case_name, " ", f->router);
-      }
+      farthest(c, *f, f->measured_ms, &worst_err, &v.worst_model_error, &v.worst_model_row);
       if (f->cold_iterations_ms.empty()) continue;
-      const double cold = f->predicted_ms > 0 ? f->cold_ms / f->predicted_ms - 1 : INFINITY;
-      if (std::fabs(cold) > worst_cold) {
-        worst_cold = std::fabs(cold);
-        v.worst_cold_error = cold;
-        v.worst_cold_row = absl::StrCat(c.case_name, " ", f->router);
-      }
+      farthest(c, *f, f->cold_ms, &worst_cold, &v.worst_cold_error, &v.worst_cold_row);
     }
     const double ratio = c.ratio();
     if (ratio > v.worst_ratio) {
