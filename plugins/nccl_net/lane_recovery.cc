@@ -292,24 +292,7 @@ void PathMover::NoteDone(Comm& c, const Request& r) {
 bool PathMover::Complete(Comm& c, Request& r) {
   Advance(c);  // ACKs, RECOVER / LOST, dead lanes
   RunDueFailover(c);
-  if (!c.lane_failed) {
-    for (int i = 0; i < r.n; ++i) {
-      if (r.delivered[i] || r.lanes[i] == c.home) continue;
-      // A striped part's stripe pieces fail with their circuits (multipath.h).
-      const absl::Status stripe = StripeFailure(r, i);
-      if (!stripe.ok()) {
-        Failover(c, absl::StrCat("a stripe piece on lane ", r.lanes[i]->path.Describe(),
-                                 " failed: ", stripe.ToString()));
-        break;
-      }
-      if (!r.parts[i]->Done()) continue;
-      if (c.is_send ? r.parts[i]->status().ok() : Arrived(*r.parts[i])) continue;
-      Failover(c, absl::StrCat("a ", c.is_send ? "send" : "receive", " on lane ",
-                               r.lanes[i]->path.Describe(),
-                               " failed: ", r.parts[i]->status().ToString()));
-      break;
-    }
-  }
+  if (FailOverBroken(c, r)) return false;
   for (int i = 0; i < r.n; ++i) {
     if (r.delivered[i]) continue;
     if (!r.parts[i]->Done()) return false;
@@ -328,7 +311,31 @@ bool PathMover::Complete(Comm& c, Request& r) {
   for (int i = 0; i < r.n; ++i) {
     if (!SplitDone(c, r, i)) return false;
   }
-  return true;
+  // Every piece is over, but a stripe piece may have failed since the scan
+  // above (its connection fails on the transport's progress thread): that
+  // is a lost circuit to fail over from, not the request's error.
+  return !FailOverBroken(c, r) || c.lane_failed;
+}
+
+bool PathMover::FailOverBroken(Comm& c, Request& r) {
+  if (c.lane_failed) return false;
+  for (int i = 0; i < r.n; ++i) {
+    if (r.delivered[i] || r.lanes[i] == c.home) continue;
+    // A striped part's stripe pieces fail with their circuits (multipath.h).
+    const absl::Status stripe = StripeFailure(r, i);
+    if (!stripe.ok()) {
+      Failover(c, absl::StrCat("a stripe piece on lane ", r.lanes[i]->path.Describe(),
+                               " failed: ", stripe.ToString()));
+      return true;
+    }
+    if (!r.parts[i]->Done()) continue;
+    if (c.is_send ? r.parts[i]->status().ok() : Arrived(*r.parts[i])) continue;
+    Failover(
+        c, absl::StrCat("a ", c.is_send ? "send" : "receive", " on lane ",
+                        r.lanes[i]->path.Describe(), " failed: ", r.parts[i]->status().ToString()));
+    return true;
+  }
+  return false;
 }
 
 }  // namespace mixnet::nccl

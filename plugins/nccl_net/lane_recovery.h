@@ -17,6 +17,10 @@
 //  * Failure: a guarded part failing, a guarded lane's control receive
 //    failing, or a control send on one failing starts a failover (a lane
 //    being retired after a finished move closing is expected and ignored).
+//    A guarded request is complete only when its pieces are over and none
+//    failed, checked after they are: a piece that fails while NCCL tests
+//    it (its connection fails on the transport's progress thread) starts a
+//    failover, never the request's error.
 //    Both ends close every guarded lane of the comm at once (after the close
 //    nothing more lands in a buffer) and fall back to home:
 //      - the receiver re-posts, on home and in posting order, every receive

@@ -204,6 +204,9 @@ class PathMover : public router::TopologyFollower {
   void MaybeSendAck(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   // The failover a failed control send on a guarded lane asked for.
   void RunDueFailover(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // A guarded part of `r` (or one of its stripe pieces) failed: fails over
+  // and returns true (unless the comm failed already).
+  bool FailOverBroken(Comm& c, Request& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   // A failure `st` on guarded lane `lane`: fail over unless the lane was
   // being retired anyway.
   void GuardedLaneEnded(Comm& c, Lane& lane, const absl::Status& st)

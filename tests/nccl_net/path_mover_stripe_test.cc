@@ -8,6 +8,9 @@
 // returns only once the pair has left the striped lane (for that circuit
 // alone: no stripes), and the next COMMIT of both makes it striped again.
 // Bytes on every lane checked, the stripes' own connections included.
+// Also: a stripe piece whose connection fails while the proxy tests its
+// request (the transport completes it on its progress thread between two
+// looks) fails the comm over; it is never the request's completion.
 // Threads: the test thread posts and waits; each mover runs its own thread.
 #include <map>
 #include <memory>
@@ -57,6 +60,38 @@ std::vector<uint8_t> Payload(size_t n, int seed) {
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed * 7 + 1);
   return v;
 }
+
+// A transport request with a fixed outcome: done from the `pending`+1-th
+// look at Done() on, with `status` and `bytes` (OK and 0 until then).
+class ScriptedRequest : public transport::Request {
+ public:
+  ScriptedRequest(int pending, absl::Status status, size_t bytes)
+      : pending_(pending), status_(std::move(status)), bytes_(bytes) {}
+  bool Done() const override { return ++looks_ > pending_; }
+  absl::Status Wait(absl::Duration) override { return status(); }
+  absl::Status status() const override { return looks_ > pending_ ? status_ : absl::OkStatus(); }
+  size_t bytes() const override { return looks_ > pending_ ? bytes_ : 0; }
+
+ private:
+  const int pending_;
+  const absl::Status status_;
+  const size_t bytes_;
+  mutable int looks_ = 0;
+};
+
+// A connection the test never sends on (a synthetic lane's).
+class IdleConnection : public transport::Connection {
+ public:
+  absl::StatusOr<std::unique_ptr<transport::Request>> Isend(const void*, size_t,
+                                                            uint64_t) override {
+    return absl::UnavailableError("idle test connection");
+  }
+  absl::StatusOr<std::unique_ptr<transport::Request>> Irecv(void*, size_t, uint64_t) override {
+    return absl::UnavailableError("idle test connection");
+  }
+  std::string peer_name() const override { return "idle"; }
+  absl::Status health() const override { return absl::OkStatus(); }
+};
 
 class PathMoverStripeTest : public ::testing::Test {
  protected:
@@ -232,6 +267,91 @@ TEST_F(PathMoverStripeTest, StripesFollowTheTopologyThroughPrepareAndCommit) {
   ASSERT_TRUE(WaitOn(1)) << "the pair never came back onto both circuits";
   Exchange(1, 4);
   EXPECT_EQ(movers_[0]->stats().moves_abandoned, 0u);
+}
+
+// A striped lane over both circuits (its own connection on the first,
+// a stripe on the second) that the test never sends on.
+std::shared_ptr<Lane> SyntheticStripedLane() {
+  auto lane = std::make_shared<Lane>();
+  lane->path.local_nic = lane->path.remote_nic = "ocs0";
+  lane->path.direct = true;
+  lane->path.circuit = kFirst;
+  lane->path.gbps = 3;
+  lane->path.split_min_bytes = 65536;
+  lane->path.stripes.push_back(StripePath{"ocs1", "ocs1", kSecond, 3});
+  lane->connection = std::make_unique<IdleConnection>();
+  lane->stripes.push_back(std::make_unique<IdleConnection>());
+  return lane;
+}
+
+// One part (tag 7, number 0) of `c` on a striped lane: its primary piece is
+// over (600000 B on the lane's own connection, above the 64 KiB split
+// threshold; a send's acknowledged by the receiver) with its header and no
+// second piece; its stripe piece is still pending at the first look and
+// has failed (circuit lost) from the second on: what a test sees when the
+// stripe's connection fails on the transport's progress thread while it
+// runs. Complete() must never report that as the request's completion: it
+// fails the comm over, and the part goes (again) over home.
+void StripeFailsWhileTested(PathMover& mover, Comm& c) {
+  static std::vector<uint8_t> buf(1 << 20);  // outlives what a failover posts on home
+  std::shared_ptr<Lane> lane = SyntheticStripedLane();
+  Request r;
+  r.comm = &c;
+  r.n = 1;
+  r.guarded = true;
+  r.lanes[0] = lane;
+  r.data[0] = buf.data();
+  r.sizes[0] = c.is_send ? 600000 : buf.size();  // a send's is its primary piece
+  r.tags[0] = 7;
+  r.seqs[0] = 0;
+  r.parts[0] = std::make_unique<ScriptedRequest>(0, absl::OkStatus(), 600000);
+  SplitPart& sp = r.split[0];
+  sp.min_bytes = 65536;
+  sp.header = SplitHeader{kSplitMagic, 7, 0, 600000 + 397312, 0};
+  sp.has_header = true;
+  sp.stripes_posted = !c.is_send;
+  sp.stripe_bytes = c.is_send ? 397312 : 0;
+  sp.stripes.push_back(std::make_unique<ScriptedRequest>(
+      1, absl::UnavailableError("lost connection to the peer (stripe ocs1): EOF"), 0));
+  {
+    absl::MutexLock l(&c.mu);
+    c.live.insert(&r);
+    c.posted[7] = 1;
+    if (c.is_send) c.acked[7] = 1;
+    ++lane->outstanding;
+  }
+  // A sender fails over once the receiver's RECOVER is in (its mover
+  // answers the LOST); a receiver at once.
+  bool on_home = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!on_home && absl::Now() < deadline) {
+    absl::MutexLock l(&c.mu);
+    ASSERT_FALSE(mover.Complete(c, r))
+        << "the request completed with its stripe piece's error instead of failing over";
+    on_home = r.lanes[0] == c.home;
+    if (!on_home) {
+      c.mu.Unlock();
+      absl::SleepFor(absl::Milliseconds(1));
+      c.mu.Lock();
+    }
+  }
+  EXPECT_TRUE(on_home) << "the part never went over home";
+  EXPECT_EQ(mover.stats().failovers, 1u);
+  absl::MutexLock l(&c.mu);
+  EXPECT_EQ(lane->connection, nullptr) << "the striped lane should be closed";
+  EXPECT_TRUE(lane->stripes.empty());
+  EXPECT_TRUE(r.split[0].stripes.empty())
+      << "the stripe pieces of a part moved to home are dropped";
+  c.live.erase(&r);
+  --r.lanes[0]->outstanding;
+}
+
+TEST_F(PathMoverStripeTest, AStripePieceFailingWhileTestedFailsTheReceiverOver) {
+  StripeFailsWhileTested(*movers_[1], recv_);
+}
+
+TEST_F(PathMoverStripeTest, AStripePieceFailingWhileTestedFailsTheSenderOver) {
+  StripeFailsWhileTested(*movers_[0], send_);
 }
 
 }  // namespace
