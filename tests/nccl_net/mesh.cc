@@ -61,6 +61,7 @@ absl::Status Exchange(const Net& net, const Mesh& m, int me, const std::vector<s
   constexpr size_t kSlack = 64;
   const int n = static_cast<int>(to.size());
   std::vector<std::vector<uint8_t>> sbuf(n), rbuf(n);
+  KeepBuffersOnError keep({&sbuf, &rbuf});  // a failed exchange keeps them
   std::vector<void*> smh(n, nullptr), rmh(n, nullptr), sreq(n, nullptr), rreq(n, nullptr);
   std::vector<char> sent(n, 0), received(n, 0);
   int left = 0;
@@ -122,6 +123,7 @@ absl::Status Exchange(const Net& net, const Mesh& m, int me, const std::vector<s
     NT_NCCL_OK(net.api->dereg_mr(m.send[p], smh[p]));
     NT_NCCL_OK(net.api->dereg_mr(m.recv[p], rmh[p]));
   }
+  keep.Release();
   return absl::OkStatus();
 }
 

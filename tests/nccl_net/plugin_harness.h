@@ -43,6 +43,29 @@ inline constexpr int kMaxRanks = 8;
     }                                                                                          \
   } while (0)
 
+// A rank's helper that returns an error early leaves requests the plugin
+// has not completed (NCCL would abort the comm; the test goes on to report):
+// their buffers must stay mapped, or a late write lands in freed memory and
+// the crash hides the error. Guards the buffer sets it is given: unless
+// Release()d, they are leaked (moved to the heap, the data stays put) when it
+// goes out of scope.
+class KeepBuffersOnError {
+ public:
+  using Buffers = std::vector<std::vector<uint8_t>>;
+  explicit KeepBuffersOnError(std::vector<Buffers*> sets) : sets_(std::move(sets)) {}
+  ~KeepBuffersOnError() {
+    if (released_) return;
+    for (Buffers* b : sets_) new Buffers(std::move(*b));  // NOLINT: leaked on purpose
+  }
+  KeepBuffersOnError(const KeepBuffersOnError&) = delete;
+  KeepBuffersOnError& operator=(const KeepBuffersOnError&) = delete;
+  void Release() { released_ = true; }
+
+ private:
+  std::vector<Buffers*> sets_;
+  bool released_ = false;
+};
+
 // Absolute path of the built plugin (compile definition).
 std::string PluginPath();
 

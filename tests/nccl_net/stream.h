@@ -46,6 +46,7 @@ inline absl::Status Stream(const Net& net, const Mesh& m, int me, int partner,
     Fill(out[k].data(), out[k].size(), Seed(me, partner, plan.seed + k));
     in[k].assign(plan.sizes[k] + plan.recv_slack, 0xEE);
   }
+  KeepBuffersOnError keep({&in, &out});  // a failed stream keeps them
   std::vector<void*> sreq(kMessages, nullptr), rreq(kMessages, nullptr);
   int next_send = 0, next_recv = 0, sends_done = 0, recvs_done = 0;
   const absl::Time deadline = absl::Now() + plan.timeout;
@@ -122,6 +123,7 @@ inline absl::Status Stream(const Net& net, const Mesh& m, int me, int partner,
                  from, ")");
     }
   }
+  keep.Release();
   return absl::OkStatus();
 }
 
