@@ -294,6 +294,9 @@ std::shared_ptr<Lane> SyntheticStripedLane() {
 // fails the comm over, and the part goes (again) over home.
 void StripeFailsWhileTested(PathMover& mover, Comm& c) {
   static std::vector<uint8_t> buf(1 << 20);  // outlives what a failover posts on home
+  // The primary piece [0, a) of a split part: 600000 B on the lane's own
+  // connection, 397312 on the stripe (PostSendPart's r.sizes, the header's a).
+  constexpr size_t kOwn = 600000, kStripe = 397312, kPrimary = kOwn + kStripe;
   std::shared_ptr<Lane> lane = SyntheticStripedLane();
   Request r;
   r.comm = &c;
@@ -301,16 +304,16 @@ void StripeFailsWhileTested(PathMover& mover, Comm& c) {
   r.guarded = true;
   r.lanes[0] = lane;
   r.data[0] = buf.data();
-  r.sizes[0] = c.is_send ? 600000 : buf.size();  // a send's is its primary piece
+  r.sizes[0] = c.is_send ? kPrimary : buf.size();  // a send's: what a failover re-sends
   r.tags[0] = 7;
   r.seqs[0] = 0;
-  r.parts[0] = std::make_unique<ScriptedRequest>(0, absl::OkStatus(), 600000);
+  r.parts[0] = std::make_unique<ScriptedRequest>(0, absl::OkStatus(), kOwn);
   SplitPart& sp = r.split[0];
   sp.min_bytes = 65536;
-  sp.header = SplitHeader{kSplitMagic, 7, 0, 600000 + 397312, 0};
+  sp.header = SplitHeader{kSplitMagic, 7, 0, kPrimary, 0};
   sp.has_header = true;
   sp.stripes_posted = !c.is_send;
-  sp.stripe_bytes = c.is_send ? 397312 : 0;
+  sp.stripe_bytes = c.is_send ? kStripe : 0;
   sp.stripes.push_back(std::make_unique<ScriptedRequest>(
       1, absl::UnavailableError("lost connection to the peer (stripe ocs1): EOF"), 0));
   {
