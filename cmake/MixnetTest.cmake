@@ -19,6 +19,10 @@
 # ctest counts as "Skipped"; when only some cases skip, the binary passes
 # (the others ran) and prints "MIXNET_PARTLY_SKIPPED" lines.
 #
+# quick: a ctest test whose name is in MIXNET_QUICK_TESTS (tests/quick.cmake,
+# read before the test folders) also gets the label "quick": the fast unit
+# tests a developer runs after each edit (`ctest -L quick`, under 3 minutes).
+#
 # Each test is also added to the global property MIXNET_TESTS_<label> for
 # each of its labels; tests/CMakeLists.txt turns those into the build targets
 # mixnet_tests_<label> (what `ctest -L <label>` needs, see scripts/test.sh).
@@ -70,6 +74,10 @@ function(mixnet_add_test)
     list(APPEND env "ASAN_OPTIONS=protect_shadow_gap=0")
   endif()
   foreach(name IN LISTS names)
+    set_property(GLOBAL APPEND PROPERTY MIXNET_ALL_TESTS ${name})
+    if(name IN_LIST MIXNET_QUICK_TESTS)
+      list(APPEND labels_of_${name} quick)
+    endif()
     add_test(NAME ${name} COMMAND ${T_NAME} ${filter_of_${name}})
     set_tests_properties(${name} PROPERTIES LABELS "${labels_of_${name}}" TIMEOUT ${T_TIMEOUT}
       SKIP_RETURN_CODE ${MIXNET_SKIP_RETURN_CODE} ENVIRONMENT "${env}")

@@ -5,8 +5,9 @@
 # them as "Skipped" (see cmake/MixnetTest.cmake) and the reasons are listed
 # at the end.
 # Extra arguments go to ctest (e.g. -L cpu, -R alltoall). With one plain label
-# (-L cpu, -L netns, ...) only what that label's tests need is built (target
-# mixnet_tests_<label>); otherwise everything.
+# (-L cpu, -L netns, -L quick, ...) only what that label's tests need is built
+# (target mixnet_tests_<label>); otherwise everything. -L quick: the fast unit
+# tests of the inner loop (tests/quick.cmake, docs/developers.md).
 # MIXNET_SANITIZE=1: the same with ASan/UBSan, in build-asan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ done
 targets=()
 if ((${#labels[@]} == 1)); then
   case "${labels[0]}" in
-    cpu | netns | gpu | rdma) targets=("mixnet_tests_${labels[0]}") ;;
+    cpu | netns | gpu | rdma | quick) targets=("mixnet_tests_${labels[0]}") ;;
   esac
 fi
 dir="$(./scripts/build.sh "${targets[@]}" | tail -n 1)"

@@ -1,8 +1,12 @@
-// mixnet-demo: the end-to-end MixNet demo (thin main). Three modes:
+// mixnet-demo: the end-to-end MixNet demo (thin main). Four modes:
 //   mixnet-demo [flags]                       the orchestrator (orchestrator.h)
 //   mixnet-demo worker --config F --rank R    one worker (worker.h), spawned by it
 //   mixnet-demo simulate --run-dir D [--json] the simulator on a kept run (replay.h)
+//   mixnet-demo binaries                      the programs the orchestrator starts
+//                                             at its defaults, one path a line
+//                                             (scripts/demo.sh --check runs each)
 // Main thread only.
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -70,6 +74,15 @@ int main(int argc, char** argv) {
   o.ocsd_path = MIXNET_DEMO_OCSD_PATH;
   o.controller_path = MIXNET_DEMO_CONTROLLER_PATH;
   o.prices_path = MIXNET_DEMO_PRICES_PATH;
+  if (argc == 2 && std::string(argv[1]) == "binaries") {
+    // Itself (its workers are "mixnet-demo worker"), then the daemons.
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    std::cout << (ec ? std::string(argv[0]) : self.string()) << "\n"
+              << o.ocsd_path << "\n"
+              << o.controller_path << "\n";
+    return 0;
+  }
   std::string fabrics = absl::StrJoin(o.fabrics, ",");
   bool sweep = false, no_progress = false;
   CLI::App app{
