@@ -6,9 +6,12 @@
 #                          own choice: $CCACHE_DIR, else the user's cache
 #                          directory ($XDG_CACHE_HOME/ccache, ~/.cache/ccache).
 #                          Never inside the checkout.
-#   MIXNET_CCACHE_MAXSIZE  the cache's size bound (ccache's syntax, default 8G:
-#                          one plain and one sanitizer build of this tree take
-#                          about 2.5 GB compressed).
+#   MIXNET_CCACHE_MAXSIZE  the cache's size bound (ccache's syntax, e.g. 2G);
+#                          empty (default) keeps ccache's own bound (5 GB
+#                          unless its configuration says otherwise), which a
+#                          shared cache folder's other users rely on. One
+#                          plain and one sanitizer build of this tree take
+#                          about 0.25 GB of it (compressed).
 #
 # Each is a CMake cache variable whose default comes from the environment
 # variable of the same name (scripts/build.sh passes the environment through),
@@ -19,8 +22,9 @@
 # base_dir (absolute paths under it become relative before hashing and
 # compiling), and the build folder maps to "." in debug info
 # (-fdebug-prefix-map), which is what ccache hashes in place of the build
-# folder's absolute path. Debug info therefore names sources relative to the
-# build folder: run gdb from there, or give it `directory <build folder>`.
+# folder's absolute path. Debug info therefore names the tests' sources
+# relative to the build folder (run gdb from there), and an object compiled
+# first in another clone names that clone's paths (gdb's substitute-path).
 foreach(_var MIXNET_CCACHE MIXNET_CCACHE_DIR MIXNET_CCACHE_MAXSIZE)
   if(DEFINED ENV{${_var}} AND NOT DEFINED CACHE{${_var}})
     set(_default_${_var} "$ENV{${_var}}")
@@ -29,16 +33,13 @@ endforeach()
 if(NOT DEFINED _default_MIXNET_CCACHE)
   set(_default_MIXNET_CCACHE auto)
 endif()
-if(NOT DEFINED _default_MIXNET_CCACHE_MAXSIZE)
-  set(_default_MIXNET_CCACHE_MAXSIZE 8G)
-endif()
 set(MIXNET_CCACHE "${_default_MIXNET_CCACHE}" CACHE STRING
   "Compiler cache: auto (ccache when installed), on or off")
 set_property(CACHE MIXNET_CCACHE PROPERTY STRINGS auto on off)
 set(MIXNET_CCACHE_DIR "${_default_MIXNET_CCACHE_DIR}" CACHE PATH
   "ccache's folder (empty: ccache's default, the user's cache directory)")
 set(MIXNET_CCACHE_MAXSIZE "${_default_MIXNET_CCACHE_MAXSIZE}" CACHE STRING
-  "ccache's size bound (e.g. 8G)")
+  "ccache's size bound (e.g. 2G; empty: ccache's own, 5 GB by default)")
 
 set(MIXNET_HAVE_CCACHE OFF CACHE INTERNAL "ccache in use (scripts/build.sh reads it)")
 string(TOLOWER "${MIXNET_CCACHE}" _mode)
@@ -49,13 +50,18 @@ if(NOT _mode STREQUAL "off")
   find_program(MIXNET_CCACHE_PROGRAM ccache)
   find_program(MIXNET_ENV_PROGRAM env)
   if(MIXNET_CCACHE_PROGRAM AND MIXNET_ENV_PROGRAM)
+    if(MIXNET_CCACHE_DIR AND NOT IS_ABSOLUTE "${MIXNET_CCACHE_DIR}")
+      message(FATAL_ERROR "MIXNET_CCACHE_DIR=${MIXNET_CCACHE_DIR}: give an absolute path")
+    endif()
     cmake_path(IS_PREFIX CMAKE_SOURCE_DIR "${MIXNET_CCACHE_DIR}" NORMALIZE _inside)
     if(MIXNET_CCACHE_DIR AND _inside)
       message(FATAL_ERROR "MIXNET_CCACHE_DIR=${MIXNET_CCACHE_DIR} is inside the checkout; "
         "give a folder outside it (default: the user's cache directory)")
     endif()
-    set(_launcher ${MIXNET_ENV_PROGRAM} "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}"
-      "CCACHE_MAXSIZE=${MIXNET_CCACHE_MAXSIZE}")
+    set(_launcher ${MIXNET_ENV_PROGRAM} "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}")
+    if(MIXNET_CCACHE_MAXSIZE)
+      list(APPEND _launcher "CCACHE_MAXSIZE=${MIXNET_CCACHE_MAXSIZE}")
+    endif()
     if(MIXNET_CCACHE_DIR)
       list(APPEND _launcher "CCACHE_DIR=${MIXNET_CCACHE_DIR}")
     endif()

@@ -9,7 +9,7 @@
 #   MIXNET_SANITIZE=1      ASan/UBSan build (into build-asan by default)
 #   MIXNET_CCACHE          auto (default), on, off: compile through ccache
 #   MIXNET_CCACHE_DIR      ccache's folder (default: the user's cache directory)
-#   MIXNET_CCACHE_MAXSIZE  its size bound (default 8G)
+#   MIXNET_CCACHE_MAXSIZE  its size bound (default: ccache's own, 5 GB)
 #   MIXNET_BUILD_JOBS      parallel compile jobs (default: the CPU count)
 # (cmake/MixnetCcache.cmake documents the cache; docs/developers.md the loop.)
 set -euo pipefail

@@ -23,7 +23,7 @@ fi
 say() { echo "demo: $* (${SECONDS} s)" >&2; }
 say "checking packages (scripts/install-deps.sh)"
 ./scripts/install-deps.sh >&2
-say "building ${DEMO_TARGETS[*]} (cold, about 6 minutes on 2 cores; cached: seconds)"
+say "building ${DEMO_TARGETS[*]} (empty cache: 4-6 minutes on 2 cores; warm: about 1)"
 dir="$(./scripts/build.sh "${DEMO_TARGETS[@]}" | tail -n 1)"
 demo="$dir/apps/demo/mixnet-demo"
 if [[ "${1:-}" == --check ]]; then
