@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds MixNet into ${MIXNET_BUILD_DIR:-build}. Progress goes
-# to stderr: one "build:" line per stage (configure, build N steps, done) with
-# the seconds since the script started, and the build's own log; stdout
+# to stderr: one "build:" line per stage (configure; build, with the targets
+# and jobs; done, with the steps ninja ran and ccache's hits and misses), each
+# with the seconds since the script started, and the build's own log; stdout
 # carries only the build folder's name (the last line).
 # Arguments name targets to build (default: all), e.g. mixnet_tests_cpu.
 # Settings (environment):
