@@ -6,7 +6,6 @@
 //                                             at its defaults, one path a line
 //                                             (scripts/demo.sh --check runs each)
 // Main thread only.
-#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -76,11 +75,7 @@ int main(int argc, char** argv) {
   o.prices_path = MIXNET_DEMO_PRICES_PATH;
   if (argc == 2 && std::string(argv[1]) == "binaries") {
     // Itself (its workers are "mixnet-demo worker"), then the daemons.
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    std::cout << (ec ? std::string(argv[0]) : self.string()) << "\n"
-              << o.ocsd_path << "\n"
-              << o.controller_path << "\n";
+    std::cout << SelfExe() << "\n" << o.ocsd_path << "\n" << o.controller_path << "\n";
     return 0;
   }
   std::string fabrics = absl::StrJoin(o.fabrics, ",");

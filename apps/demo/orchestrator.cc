@@ -38,12 +38,6 @@ namespace {
 
 void OnSignal(int) { g_interrupted = true; }
 
-std::string SelfExe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : std::string("mixnet-demo");
-}
-
 absl::Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -551,6 +545,12 @@ int Prepare(DemoOptions& o, std::optional<Workload>& w, OversubInfo& oversub) {
 }
 
 }  // namespace
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : std::string("mixnet-demo");
+}
 
 int RunDemo(DemoOptions o) {
   std::optional<Workload> w;

@@ -70,6 +70,10 @@ struct DemoOptions {
 // InvalidArgument naming the flag for bad options (before anything starts).
 absl::Status ValidateOptions(const DemoOptions& o);
 
+// This program's own path (/proc/self/exe; "mixnet-demo" if unreadable): the
+// orchestrator starts its workers as "<it> worker ...".
+std::string SelfExe();
+
 // Exit code: 0 ok; 1 a phase failed or some byte was lost; 2 bad options.
 int RunDemo(DemoOptions options);
 
