@@ -19,9 +19,7 @@
 #include "sim/report.h"
 #include "sim/simulator.h"
 
-#ifndef MIXNET_SIM_DATA_DIR
-#define MIXNET_SIM_DATA_DIR "sim"
-#endif
+#include "mixnet_build_paths.h"  // MIXNET_SIM_DATA_DIR (sim/CMakeLists.txt)
 
 namespace {
 

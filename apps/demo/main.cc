@@ -17,15 +17,8 @@
 #include "apps/demo/worker.h"
 #include "runtime/rendezvous/launcher_env.h"
 
-#ifndef MIXNET_DEMO_OCSD_PATH
-#define MIXNET_DEMO_OCSD_PATH ""
-#endif
-#ifndef MIXNET_DEMO_CONTROLLER_PATH
-#define MIXNET_DEMO_CONTROLLER_PATH ""
-#endif
-#ifndef MIXNET_DEMO_PRICES_PATH
-#define MIXNET_DEMO_PRICES_PATH "sim/prices.yaml"
-#endif
+// MIXNET_DEMO_{OCSD,CONTROLLER,PRICES}_PATH (apps/demo/CMakeLists.txt).
+#include "mixnet_build_paths.h"
 
 int main(int argc, char** argv) {
   using namespace mixnet::demo;

@@ -29,6 +29,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "mixnet_build_paths.h"  // MIXNET_NCCL_PLUGIN_PATH
 #include "nlohmann/json.hpp"
 #include "plugins/nccl_net/nccl_net_abi.h"
 #include "runtime/common/cpu_affinity.h"

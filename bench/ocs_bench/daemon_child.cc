@@ -17,6 +17,11 @@
 #include "absl/time/clock.h"
 #include "runtime/common/status.h"
 
+// MIXNET_OCSD_BUILD_PATH when the build tree has mixnet-ocsd (bench/ocs_bench/CMakeLists.txt).
+#if __has_include("mixnet_build_paths.h")
+#include "mixnet_build_paths.h"
+#endif
+
 namespace mixnet::ocs::bench {
 namespace {
 

@@ -12,6 +12,7 @@
 #include "bench/route_bench/route_cases.h"
 #include "bench/route_bench/route_orchestrator.h"
 #include "bench/route_bench/route_worker.h"
+#include "mixnet_build_paths.h"  // MIXNET_ROUTE_BENCH_TRACE
 
 int main(int argc, char** argv) {
   using namespace mixnet::bench;

@@ -16,13 +16,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_ALLTOALL_PERF_BINARY
 #include "nlohmann/json.hpp"
 #include "tests/common/run_binary.h"
 
 namespace mixnet::testing {
 namespace {
 
-const char kBench[] = MIXNET_ALLTOALL_PERF_BINARY;
+const char* const kBench = MIXNET_ALLTOALL_PERF_BINARY;
 
 // A TCP port free on 127.0.0.1 now (0 if none could be found).
 int FreePort() {

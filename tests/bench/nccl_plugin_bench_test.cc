@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_NCCL_PLUGIN_BENCH
 #include "nlohmann/json.hpp"
 #include "tests/ocs_driver/client/command_runner.h"
 

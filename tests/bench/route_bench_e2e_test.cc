@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "emulation/emulated_fabric.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_ROUTE_BENCH_BINARY
 #include "nlohmann/json.hpp"
 #include "ocs_driver/netns/netns.h"
 #include "tests/common/run_binary.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_SOURCE_DIR
 #include "runtime/common/status.h"
 
 namespace mixnet {

@@ -12,8 +12,7 @@ mixnet_add_test(NAME controller_restart_test
   LIBS ${_ctl_test_libs}
   LABELS cpu
   TIMEOUT 120)
-target_compile_definitions(controller_restart_test PRIVATE
-  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+mixnet_build_paths(controller_restart_test MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>")
 add_dependencies(controller_restart_test mixnet-controller)
 if(TARGET mixnet_control_worker)
   mixnet_add_test(NAME controller_plan_test
@@ -42,8 +41,7 @@ mixnet_add_test(NAME controller_probe_test
   LIBS ${_ctl_test_libs} mixnet_proto_grpc_health
   LABELS cpu
   TIMEOUT 120)
-target_compile_definitions(controller_probe_test PRIVATE
-  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+mixnet_build_paths(controller_probe_test MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>")
 add_dependencies(controller_probe_test mixnet-controller)
 # Prometheus metrics (--metrics-listen): rounds, decisions, planner time,
 # workers scraped over HTTP; the binary's flags and listen policy.
@@ -52,6 +50,5 @@ mixnet_add_test(NAME controller_metrics_test
   LIBS ${_ctl_test_libs}
   LABELS cpu
   TIMEOUT 60)
-target_compile_definitions(controller_metrics_test PRIVATE
-  MIXNET_CONTROLLER_BIN="$<TARGET_FILE:mixnet-controller>")
+mixnet_build_paths(controller_metrics_test MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>")
 add_dependencies(controller_metrics_test mixnet-controller)

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_CONTROLLER_BIN
 #include "tests/control/controller_test_util.h"
 
 namespace mixnet::testing {

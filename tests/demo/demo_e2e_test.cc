@@ -33,6 +33,7 @@
 #include "apps/demo/workload.h"
 #include "emulation/emulated_fabric.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_DEMO_BINARY
 #include "nlohmann/json.hpp"
 #include "ocs_driver/netns/netns.h"
 #include "tests/common/run_binary.h"

@@ -40,9 +40,7 @@
 #include "tests/emulation/fabric_test_util.h"
 #include "tests/emulation/netns_test_util.h"
 
-#ifndef MIXNET_ALLTOALL_PERF_BIN
-#error "MIXNET_ALLTOALL_PERF_BIN must name the mixnet_alltoall_perf binary"
-#endif
+#include "mixnet_build_paths.h"  // MIXNET_ALLTOALL_PERF_BIN (tests/emulation/CMakeLists.txt)
 
 namespace mixnet::emulation {
 namespace {
@@ -50,7 +48,7 @@ namespace {
 using cluster::CircuitSpec;
 using cluster::ClusterSpec;
 
-constexpr char kPerfBin[] = MIXNET_ALLTOALL_PERF_BIN;
+const char* const kPerfBin = MIXNET_ALLTOALL_PERF_BIN;
 
 // What every run does: per size one checked alltoall (no --no-check), then
 // `kWarmup` untimed and `kIters` timed ones, plus barriers and an 8-byte

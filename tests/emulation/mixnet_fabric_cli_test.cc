@@ -17,6 +17,7 @@
 #include "emulation/fabric_names.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_FABRIC_BIN
 #include "nlohmann/json.hpp"
 #include "ocs_driver/netns/netns.h"
 #include "tests/emulation/netns_test_util.h"

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_NCCL_PROBE_PATH
 #include "tests/nccl_net/plugin_harness.h"
 
 namespace mixnet::nccl_test {

@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_OCSD_BIN, MIXNET_CONTROLLER_BIN
 #include "plugins/nccl_net/move_protocol.h"
 #include "tests/nccl_net/epoch_traffic.h"
 #include "tests/nccl_net/mesh.h"

@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "emulation/emulated_fabric.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_OCSD_BIN, MIXNET_CONTROLLER_BIN
 #include "ocs_driver/netns/netns.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "tests/emulation/fabric_test_util.h"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "mixnet_build_paths.h"  // MIXNET_FAKE_CUDA_DRIVER
 #include "plugins/nccl_net/nccl_net_abi.h"
 #include "tests/transport/verbs/fake_gpu_buffer.h"
 #include "tests/transport/verbs/fake_ibverbs.h"

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "mixnet_build_paths.h"  // MIXNET_NCCL_PLUGIN_PATH
 
 namespace mixnet::nccl_test {
 

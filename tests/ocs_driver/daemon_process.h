@@ -3,9 +3,9 @@
 // passes --ready-file and --state-dir, and waits (bounded) until the daemon
 // wrote its listening address. The child dies with the test process
 // (PR_SET_PDEATHSIG) and is SIGKILLed and reaped on destruction, so no
-// daemon outlives a test. The binary comes from the compile definition
-// MIXNET_OCSD_BIN (or Options::binary):
-//   target_compile_definitions(t PRIVATE MIXNET_OCSD_BIN="$<TARGET_FILE:mixnet-ocsd>")
+// daemon outlives a test. The binary comes from MIXNET_OCSD_BIN when the
+// test's target names it (or from Options::binary):
+//   mixnet_build_paths(t MIXNET_OCSD_BIN "$<TARGET_FILE:mixnet-ocsd>")
 //   add_dependencies(t mixnet-ocsd)
 // Header-only; use a DaemonProcess from one thread, and start it on a thread
 // that outlives it (PR_SET_PDEATHSIG fires when the forking thread exits).
@@ -33,6 +33,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
+#if __has_include("mixnet_build_paths.h")  // cmake/MixnetBuildPaths.cmake
+#include "mixnet_build_paths.h"
+#endif
 
 namespace mixnet::testing {
 

@@ -2,6 +2,7 @@
 #include "sim/cost_model.h"
 
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_SIM_DATA_DIR
 
 namespace mixnet::sim {
 namespace {

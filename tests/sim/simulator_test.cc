@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_SIM_DATA_DIR
 #include "runtime/locality/token_counts.h"
 #include "sim/workload.h"
 

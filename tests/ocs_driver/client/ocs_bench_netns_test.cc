@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_OCS_BENCH_BIN
 #include "nlohmann/json.hpp"
 #include "ocs_driver/netns/netns.h"
 #include "tests/ocs_driver/client/command_runner.h"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNET_OCS_BENCH_BIN
 #include "nlohmann/json.hpp"
 #include "tests/ocs_driver/client/client_test_util.h"
 #include "tests/ocs_driver/client/command_runner.h"

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mixnet_build_paths.h"  // MIXNETCTL_BIN
 #include "nlohmann/json.hpp"
 #include "ocs_driver/client/ocs_client.h"
 #include "tests/ocs_driver/client/client_test_util.h"
