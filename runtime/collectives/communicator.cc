@@ -464,6 +464,10 @@ void Communicator::Abort(const absl::Status& status) {
     absl::MutexLock lock(&topo_mu_);
     links.swap(links_);
     links_.resize(world_size_);
+    // Also the links a running collective holds that a Commit has dropped
+    // since it offered them: its receives (a relay's forwards) may still be
+    // posted there, into buffers the call frees when it returns.
+    links.push_back(transfer_links_);
   }
   for (auto& per_peer : links) {
     for (auto& l : per_peer) l->Kill(status);

@@ -250,8 +250,10 @@ class Communicator : public router::TopologyFollower {
   // report, through Fail (a failure seen between calls may be a peer that
   // aborted, which gives way to the root cause like one seen inside a call).
   absl::Status CheckUsable();
-  // Records `status` (first one wins) and closes every connection, so no
-  // transport touches user buffers after the failing call returns.
+  // Records `status` (first one wins) and closes every connection (the
+  // installed direct links, and those a running collective holds that a
+  // Commit dropped meanwhile), so no transport touches user buffers after
+  // the failing call returns.
   void Abort(const absl::Status& status);
   // A direct link failed on a progress thread: reap dead links lazily.
   void OnDirectFailure(const absl::Status& status);

@@ -4,7 +4,8 @@
 // alltoallv while per-rank agent threads drive >= 50 Prepare/Commit/Abort
 // rounds with skew between ranks, (b) a direct path killed mid-collective
 // (the collective completes over EPS, every byte checked, next call works),
-// (c) Prepare's deadline while a collective is stuck.
+// (c) Prepare's deadline while a collective is stuck, (d) Abort closing a
+// direct link a collective holds after a Commit dropped it.
 #include <atomic>
 #include <barrier>
 #include <cstring>
@@ -227,6 +228,39 @@ TEST(Reconfig, PrepareDeadlineWhileCollectiveIsStuck) {
         // After Abort the direct link is offered again.
         if (comm->OfferDirect(1 - rank).empty()) return absl::InternalError("link not offered");
         return CheckedAlltoallv(*comm, 4, 100000);
+      });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+}
+
+// (d) A collective holds a direct link (BeginTransfer, as alltoallv does);
+// a Commit of a topology without its circuit drops it from the installed
+// links, but the call still has it, and may have receives posted there (a
+// relay's forwards). An Abort (the call failing: a peer died) must close it
+// too: the call frees its buffers when it returns, and a receive still
+// posted on an open link would then write into freed memory.
+TEST(Reconfig, AbortClosesALinkACommitDroppedWhileACollectiveHoldsIt) {
+  const std::string spec = Spec(2, "  - {switch: s0, ports: [1, 3]}\n");
+  auto statuses =
+      RunRanks(2, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
+        ASSIGN_OR_RETURN(auto comm, MakeComm(rank, world, store, spec));
+        const int peer = 1 - rank;
+        std::vector<DirectLinks> held = comm->BeginTransfer(4);
+        if (held[peer].size() != 1)
+          return absl::InternalError("the circuit's link was not offered");
+        RETURN_IF_ERROR(comm->Commit(router::Topology{1, {}}, absl::Now() + absl::Seconds(5)));
+        if (!comm->InstalledDirect(peer).empty()) {
+          return absl::InternalError("the commit kept the circuit's link");
+        }
+        comm->Abort(absl::UnavailableError(absl::StrCat("test: ", comm->PeerName(peer), " died")));
+        char buf[64];
+        absl::StatusOr<std::unique_ptr<transport::Request>> late =
+            held[peer][0]->Irecv(buf, sizeof(buf), 99);
+        comm->EndTransfer();
+        if (late.ok()) {
+          return absl::InternalError(
+              "Abort left the dropped link open: a receive posted there outlives the call");
+        }
+        return absl::OkStatus();
       });
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
 }
