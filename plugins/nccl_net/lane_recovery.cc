@@ -289,16 +289,34 @@ void PathMover::NoteDone(Comm& c, const Request& r) {
   MaybeSendAck(c);
 }
 
+void PathMover::CloseFailed(Comm& c) {
+  KillGuarded(c);
+  if (c.home == nullptr || c.home->connection == nullptr) return;
+  LogWarn(absl::StrCat(Who(c), ": the comm failed; closing its home lane ", c.home->path.Describe(),
+                       " too, so that no piece still posted there outlives its request"));
+  c.home->stripes.clear();
+  c.home->connection.reset();
+}
+
 bool PathMover::Complete(Comm& c, Request& r) {
   Advance(c);  // ACKs, RECOVER / LOST, dead lanes
   RunDueFailover(c);
   if (FailOverBroken(c, r)) return false;
+  if (c.lane_failed) {
+    // Nothing will be re-sent, and pieces of `r` may still be posted (a
+    // second piece on a live home, a header send reading from `r`): closing
+    // every connection ends them, so the request completes with their
+    // errors (SplitStatus: the pieces that never came) and nothing lands in
+    // or reads from its buffers afterwards.
+    CloseFailed(c);
+    return true;
+  }
   for (int i = 0; i < r.n; ++i) {
     if (r.delivered[i]) continue;
     if (!r.parts[i]->Done()) return false;
-    // A failed comm reports its parts' errors; otherwise a guarded part
-    // waits for the failover or (a send) for the receiver's ACK.
-    if (c.lane_failed || r.lanes[i] == c.home) continue;
+    // A guarded part waits for the failover or (a send) for the receiver's
+    // ACK.
+    if (r.lanes[i] == c.home) continue;
     if (!c.is_send) {
       if (!Arrived(*r.parts[i])) return false;
       continue;
@@ -314,7 +332,10 @@ bool PathMover::Complete(Comm& c, Request& r) {
   // Every piece is over, but a stripe piece may have failed since the scan
   // above (its connection fails on the transport's progress thread): that
   // is a lost circuit to fail over from, not the request's error.
-  return !FailOverBroken(c, r) || c.lane_failed;
+  if (!FailOverBroken(c, r)) return true;
+  if (!c.lane_failed) return false;
+  CloseFailed(c);  // home is down too
+  return true;
 }
 
 bool PathMover::FailOverBroken(Comm& c, Request& r) {

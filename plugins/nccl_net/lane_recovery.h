@@ -41,7 +41,13 @@
 //    routing changes (no move back onto the dead circuit).
 //  * Home failing is the peer failing: the comm fails (ncclRemoteError) as
 //    before. A sender whose RECOVER does not come within the move timeout
-//    fails too.
+//    fails too, as do a receiver whose RESENT does not, one that cannot
+//    re-post, and one that gets a malformed split header (multipath.h).
+//    A failed comm's guarded request completes (for NCCL: with an error)
+//    only once none of its pieces can still move: the first test of one
+//    closes all the comm's connections, home's too, which ends every piece
+//    still posted; a part without all its pieces is an error, never a short
+//    success.
 // Threads: whoever holds the comm's mutex (NCCL's proxy threads in test,
 // isend and irecv; the mover thread).
 #pragma once

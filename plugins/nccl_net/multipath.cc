@@ -287,7 +287,9 @@ void PollSplitHeaders(Comm& c) {
 
 bool SplitDone(const Comm& c, const Request& r, int i) {
   const SplitPart& sp = r.split[i];
-  if ((sp.min_bytes == 0 && !sp.header_expected) || c.lane_failed) return true;
+  // Also when the comm failed: a part is over only once every piece is
+  // (PathMover::Complete closes a failed comm's connections, which ends them).
+  if (sp.min_bytes == 0 && !sp.header_expected) return true;
   for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
     if (q != nullptr && !q->Done()) return false;
   }
@@ -316,7 +318,7 @@ size_t SplitExtraBytes(const Comm& c, const Request& r, int i) {
   return n;
 }
 
-absl::Status SplitStatus(const Request& r, int i) {
+absl::Status SplitStatus(const Comm& c, const Request& r, int i) {
   const SplitPart& sp = r.split[i];
   if (sp.header_send != nullptr && !sp.header_send->status().ok()) return sp.header_send->status();
   if (sp.second != nullptr && !sp.second->status().ok()) return sp.second->status();
@@ -324,7 +326,38 @@ absl::Status SplitStatus(const Request& r, int i) {
   for (const std::unique_ptr<transport::Request>& q : sp.stripes) {
     if (q != nullptr && !q->status().ok()) return q->status();
   }
+  // Over but not whole: the comm failed before a piece was even posted.
+  if (!SplitDone(c, r, i)) {
+    return absl::UnavailableError(
+        absl::StrCat(Who(c), ": part ", r.seqs[i], " of tag ", r.tags[i], " is incomplete: its ",
+                     sp.has_header ? "stripe or second piece" : "split header",
+                     " never came before the comm failed"));
+  }
   return absl::OkStatus();
+}
+
+absl::Status RequestResult(const Comm& c, const Request& r, int* sizes) {
+  absl::Status status;
+  for (int i = 0; i < r.n; ++i) {
+    // The primary piece, plus a split part's second piece.
+    const size_t extra = SplitExtraBytes(c, r, i);
+    if (r.delivered[i]) {  // a send that arrived over a lane closed since
+      if (sizes != nullptr) sizes[i] = static_cast<int>(r.sizes[i] + extra);
+      continue;
+    }
+    absl::Status s = r.parts[i]->status();
+    if (s.ok()) s = SplitStatus(c, r, i);
+    if (!s.ok() && status.ok()) {
+      // The transport's "message larger than the receive" is a size mismatch.
+      status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
+      const Lane& lane = *r.lanes[i];
+      status = Annotate(status, lane.connection != nullptr
+                                    ? lane.connection->peer_name()
+                                    : absl::StrCat("lane ", lane.path.Describe(), " (closed)"));
+    }
+    if (sizes != nullptr) sizes[i] = static_cast<int>(r.parts[i]->bytes() + extra);
+  }
+  return status;
 }
 
 bool StripesArrived(const Request& r, int i) {

@@ -137,12 +137,19 @@ absl::Status PostRecvPart(Comm& c, Request& r, int i);
 // Receiver: takes the headers that arrived on home and posts second pieces.
 void PollSplitHeaders(Comm& c);
 // Whether part i's split pieces are over (true for a part that is not split;
-// a receiver's primary must be done).
+// a receiver's primary must be done). A failed comm changes nothing here: a
+// piece still posted keeps the part open until it ends (lane_recovery.h).
 bool SplitDone(const Comm& c, const Request& r, int i);
 // Part i's bytes beyond its primary piece, and the first error of its split
-// pieces (OK when none).
+// pieces: one that failed, or one that never came (a comm that failed while
+// its header was due); OK when the part is whole.
 size_t SplitExtraBytes(const Comm& c, const Request& r, int i);
-absl::Status SplitStatus(const Request& r, int i);
+absl::Status SplitStatus(const Comm& c, const Request& r, int i);
+// What test reports for a complete request: the first part's error (a size
+// refusal as OutOfRange: NCCL's size mismatch), and into `sizes` (nullable)
+// each part's bytes: its pieces', or a send's whole size when it arrived
+// over a lane closed since.
+absl::Status RequestResult(const Comm& c, const Request& r, int* sizes);
 // Striped lanes. Receiver: whether part i's stripe pieces are all over
 // (true for a part with none, or not split); a failover re-posts a part on
 // home unless its primary and these arrived.

@@ -196,6 +196,10 @@ class PathMover : public router::TopologyFollower {
   // Failover steps (lane_recovery.cc; comm.mu held).
   void HandleRecovery(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void KillGuarded(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // The comm failed: closes every connection of it, home's too, so that
+  // every piece still posted ends (failed) now and nothing lands in, or is
+  // read from, a request's buffers after the request completes.
+  void CloseFailed(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void RecoverReceiver(Comm& c, uint64_t generation, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
   void ResendFromRecover(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);

@@ -22,10 +22,15 @@ namespace {
 // forever for a move that cannot finish.
 absl::Status LaneHealth(const Comm& comm, const char* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu) {
   if (!comm.lane_failed) return absl::OkStatus();
-  absl::Status h = comm.lane->connection->health();
-  return absl::UnavailableError(absl::StrCat(
-      call, ": the connection to ", comm.lane->connection->peer_name(), " over ",
-      comm.lane->path.Describe(), " failed", h.ok() ? std::string() : ": " + h.ToString()));
+  const transport::Connection* conn = comm.lane->connection.get();
+  if (conn == nullptr) {  // closed once the failure ended a request (lane_recovery.h)
+    return absl::UnavailableError(absl::StrCat(call, ": the comm over ", comm.lane->path.Describe(),
+                                               " failed and its connections are closed"));
+  }
+  absl::Status h = conn->health();
+  return absl::UnavailableError(absl::StrCat(call, ": the connection to ", conn->peer_name(),
+                                             " over ", comm.lane->path.Describe(), " failed",
+                                             h.ok() ? std::string() : ": " + h.ToString()));
 }
 
 // Fills in what a failover needs to post part i again (lane_recovery.h);
@@ -56,11 +61,6 @@ bool DeadGuarded(const Comm& comm, const std::shared_ptr<Lane>& lane)
     if (s == nullptr || !s->health().ok()) return true;
   }
   return false;
-}
-
-std::string LaneName(const Lane& lane) {
-  return lane.connection != nullptr ? lane.connection->peer_name()
-                                    : absl::StrCat("lane ", lane.path.Describe(), " (closed)");
 }
 
 }  // namespace
@@ -361,22 +361,7 @@ absl::Status Plugin::Test(void* request, int* done, int* sizes) {
   {
     absl::MutexLock lock(&comm->mu);
     if (r->guarded && (mover_ == nullptr || !mover_->Complete(*comm, *r))) return absl::OkStatus();
-    for (int i = 0; i < r->n; ++i) {
-      // The primary piece, plus a split part's second piece (multipath.h).
-      const size_t extra = SplitExtraBytes(*comm, *r, i);
-      if (r->delivered[i]) {  // a send that arrived over a lane closed since
-        if (sizes != nullptr) sizes[i] = static_cast<int>(r->sizes[i] + extra);
-        continue;
-      }
-      absl::Status s = r->parts[i]->status();
-      if (s.ok()) s = SplitStatus(*r, i);
-      if (!s.ok() && status.ok()) {
-        // The transport's "message larger than the receive" is a size mismatch.
-        status = absl::IsInvalidArgument(s) ? absl::OutOfRangeError(s.message()) : s;
-        status = Annotate(status, LaneName(*r->lanes[i]));
-      }
-      if (sizes != nullptr) sizes[i] = static_cast<int>(r->parts[i]->bytes() + extra);
-    }
+    status = RequestResult(*comm, *r, sizes);
     comm->live.erase(r);
     for (int i = 0; i < r->n; ++i) --r->lanes[i]->outstanding;
     if (mover_ != nullptr) {

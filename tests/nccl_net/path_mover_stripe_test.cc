@@ -10,7 +10,10 @@
 // Bytes on every lane checked, the stripes' own connections included.
 // Also: a stripe piece whose connection fails while the proxy tests its
 // request (the transport completes it on its progress thread between two
-// looks) fails the comm over; it is never the request's completion.
+// looks) fails the comm over; it is never the request's completion. And a
+// comm that fails (a malformed split header on home) while a split part's
+// second piece is still posted there never completes that part OK, nor
+// while the piece can still land in its buffer.
 // Threads: the test thread posts and waits; each mover runs its own thread.
 #include <map>
 #include <memory>
@@ -347,6 +350,98 @@ void StripeFailsWhileTested(PathMover& mover, Comm& c) {
       << "the stripe pieces of a part moved to home are dropped";
   c.live.erase(&r);
   --r.lanes[0]->outstanding;
+}
+
+// A receiver's split part (tag 7, number 0) on a split lane over the first
+// circuit: its primary piece arrived (600000 B), its header is in, and its
+// second piece (200000 B) is posted on home, where the sender has not sent
+// it yet. Then a malformed split header (bad magic) arrives on home: the
+// comm fails (so would a RESENT or RECOVER timeout, or a re-post failing).
+// The request must not complete OK, nor complete while its second piece is
+// still posted: the late piece the sender then sends must land nowhere
+// (under ASan, a write into the freed buffer is a heap-use-after-free).
+TEST_F(PathMoverStripeTest, AFailedCommNeverCompletesAPartWhosePieceIsStillPosted) {
+  constexpr size_t kPrimary = 600000, kSecond = 200000, kBuf = kPrimary + kSecond + 4096;
+  auto buf = std::make_unique<uint8_t[]>(kBuf);
+  auto lane = std::make_shared<Lane>();  // never sent on: its piece is scripted
+  lane->path.local_nic = lane->path.remote_nic = "ocs0";
+  lane->path.direct = true;
+  lane->path.circuit = kFirst;
+  lane->path.gbps = 3;
+  lane->path.split_min_bytes = 65536;
+  lane->connection = std::make_unique<IdleConnection>();
+  Request r;
+  r.comm = &recv_;
+  r.n = 1;
+  r.guarded = true;
+  r.lanes[0] = lane;
+  r.data[0] = buf.get();
+  r.sizes[0] = kBuf;
+  r.tags[0] = 7;
+  r.seqs[0] = 0;
+  r.parts[0] = std::make_unique<ScriptedRequest>(0, absl::OkStatus(), kPrimary);
+  SplitPart& sp = r.split[0];
+  sp.min_bytes = 65536;
+  sp.header = SplitHeader{kSplitMagic, 7, 0, kPrimary, kSecond};
+  sp.has_header = true;
+  {
+    absl::MutexLock l(&recv_.mu);
+    auto second = recv_.home->connection->Irecv(buf.get() + kPrimary, kBuf - kPrimary,
+                                                uint64_t{7} | kSecondPieceBit);
+    ASSERT_TRUE(second.ok()) << second.status();
+    sp.second = *std::move(second);
+    recv_.live.insert(&r);
+    recv_.posted[7] = 1;
+    recv_.split_seen = true;  // it takes split headers on home
+    ++lane->outstanding;
+  }
+  SplitHeader bad{0xBAD0BAD0u, 7, 1, 4096, 4096};
+  std::unique_ptr<transport::Request> sent;
+  {
+    absl::MutexLock l(&send_.mu);
+    auto p = send_.home->connection->Isend(&bad, sizeof(bad), kSplitHeaderTag);
+    ASSERT_TRUE(p.ok()) << p.status();
+    sent = *std::move(p);
+  }
+  ASSERT_TRUE(sent->Wait(absl::Seconds(5)).ok()) << sent->status();
+
+  bool failed = false, done = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done && absl::Now() < deadline) {
+    absl::MutexLock l(&recv_.mu);
+    done = movers_[1]->Complete(recv_, r);
+    failed = recv_.lane_failed;
+    if (!done) {
+      recv_.mu.Unlock();
+      absl::SleepFor(absl::Milliseconds(1));
+      recv_.mu.Lock();
+    }
+  }
+  ASSERT_TRUE(failed) << "the malformed split header did not fail the comm";
+  ASSERT_TRUE(done) << "a failed comm must end its requests (with an error), not keep them";
+  {
+    absl::MutexLock l(&recv_.mu);
+    ASSERT_TRUE(sp.second->Done()) << "the request completed while its second piece was posted";
+    EXPECT_FALSE(sp.second->status().ok());
+    // What Plugin::Test reports.
+    int size = -1;
+    const absl::Status st = RequestResult(recv_, r, &size);
+    EXPECT_FALSE(st.ok()) << "a part without its second piece completed OK (" << size << " B)";
+    recv_.live.erase(&r);
+    --lane->outstanding;
+  }
+  // The request is over, its buffer NCCL's again (here: freed); the second
+  // piece the sender still sends must land nowhere.
+  buf.reset();
+  std::vector<uint8_t> late(kSecond, 0x5a);
+  std::unique_ptr<transport::Request> late_send;
+  {
+    absl::MutexLock l(&send_.mu);
+    auto p = send_.home->connection->Isend(late.data(), late.size(), uint64_t{7} | kSecondPieceBit);
+    if (p.ok()) late_send = *std::move(p);  // the receiver closed home: it may fail
+  }
+  if (late_send != nullptr) (void)late_send->Wait(absl::Seconds(5));
+  absl::SleepFor(absl::Milliseconds(200));
 }
 
 TEST_F(PathMoverStripeTest, AStripePieceFailingWhileTestedFailsTheReceiverOver) {
