@@ -26,9 +26,11 @@ std::vector<Request*> InOrder(const Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu)
   return out;
 }
 
-// A receive part that is over: it arrived, or it was refused as larger
-// than its buffer (the transport then goes on; NCCL gets the error).
-bool Arrived(const transport::Request& part) {
+// A part that is over without a lost lane: it arrived (or left), or the
+// receive refused it as larger than its buffer (the transport's
+// InvalidArgument, at both ends; the transport then goes on and NCCL gets
+// the error). Nothing of a refused part is re-posted or re-sent.
+bool Settled(const transport::Request& part) {
   if (!part.Done()) return false;
   const absl::Status s = part.status();
   return s.ok() || absl::IsInvalidArgument(s);
@@ -108,7 +110,7 @@ void PathMover::RecoverReceiver(Comm& c, uint64_t generation, const std::string&
   for (Request* r : InOrder(c)) {
     for (int i = 0; i < r->n; ++i) {
       // A striped part arrived only with all its stripe pieces (multipath.h).
-      if (r->lanes[i] == c.home || (Arrived(*r->parts[i]) && StripesArrived(*r, i))) continue;
+      if (r->lanes[i] == c.home || (Settled(*r->parts[i]) && StripesArrived(*r, i))) continue;
       absl::StatusOr<std::unique_ptr<transport::Request>> part =
           c.home->connection->Irecv(r->data[i], r->sizes[i], r->tags[i]);
       if (!part.ok()) {
@@ -317,11 +319,9 @@ bool PathMover::Complete(Comm& c, Request& r) {
     // A guarded part waits for the failover or (a send) for the receiver's
     // ACK.
     if (r.lanes[i] == c.home) continue;
-    if (!c.is_send) {
-      if (!Arrived(*r.parts[i])) return false;
-      continue;
-    }
-    if (!r.parts[i]->status().ok()) return false;
+    if (!Settled(*r.parts[i])) return false;
+    // A refused part is its request's error: no ACK is due for it.
+    if (!c.is_send || absl::IsInvalidArgument(r.parts[i]->status())) continue;
     auto acked = c.acked.find(r.tags[i]);
     if (acked == c.acked.end() || acked->second <= r.seqs[i]) return false;
   }
@@ -350,7 +350,8 @@ bool PathMover::FailOverBroken(Comm& c, Request& r) {
       return true;
     }
     if (!r.parts[i]->Done()) continue;
-    if (c.is_send ? r.parts[i]->status().ok() : Arrived(*r.parts[i])) continue;
+    // A size refusal is the part's error, not a lost circuit.
+    if (Settled(*r.parts[i])) continue;
     Failover(
         c, absl::StrCat("a ", c.is_send ? "send" : "receive", " on lane ",
                         r.lanes[i]->path.Describe(), " failed: ", r.parts[i]->status().ToString()));

@@ -14,7 +14,9 @@
 //    first have all arrived (coalesced, one in flight, on its home lane). A
 //    send part on a guarded lane completes for NCCL only once acknowledged,
 //    so its buffer is still there when it must be sent again.
-//  * Failure: a guarded part failing, a guarded lane's control receive
+//  * Failure: a guarded part failing (not a part the receiver refused as
+//    larger than its receive: that is the request's error at both ends,
+//    and the comm stays on its lane), a guarded lane's control receive
 //    failing, or a control send on one failing starts a failover (a lane
 //    being retired after a finished move closing is expected and ignored).
 //    A guarded request is complete only when its pieces are over and none

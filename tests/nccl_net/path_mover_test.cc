@@ -7,7 +7,8 @@
 // per tag, so the switch point makes the end that is behind keep posting on
 // the old lane; a receiver that cannot use the target NIC refuses and the
 // comm stays on EPS; a peer that goes away mid-move fails the comm (no
-// endless retries). Every byte checked.
+// endless retries); a send larger than its receive on the circuit is the
+// request's size error at both ends, not a lost circuit. Every byte checked.
 // Threads: the test thread posts and waits; each mover runs its own thread.
 #include <cstring>
 #include <map>
@@ -178,6 +179,63 @@ class PathMoverTest : public ::testing::Test {
     --p.lane->outstanding;
   }
 
+  // Posts a one-part request the way Plugin::Isend / Irecv do: on the lane
+  // LanesFor picks, through PostSendPart / PostRecvPart, counted and live.
+  std::unique_ptr<Request> PostRequest(Comm& c, uint32_t tag, void* buf, size_t size) {
+    PathMover* mover = (&c == &send_ ? hosts_[0] : hosts_[1]).mover.get();
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock l(&c.mu);
+        std::shared_ptr<Lane> lane;
+        if (LanesFor(c, &tag, 1, &lane)) {
+          auto r = std::make_unique<Request>();
+          r->comm = &c;
+          r->n = 1;
+          r->order = c.next_order++;
+          r->lanes[0] = lane;
+          r->data[0] = buf;
+          r->sizes[0] = size;
+          r->tags[0] = tag;
+          auto it = c.posted.find(tag);
+          r->seqs[0] = it == c.posted.end() ? 0 : it->second;
+          r->guarded = lane != c.home;
+          absl::Status st = c.is_send ? PostSendPart(c, *r, 0, 0.0) : PostRecvPart(c, *r, 0);
+          EXPECT_TRUE(st.ok()) << st;
+          if (!st.ok()) return nullptr;
+          CountPosted(c, &tag, 1, &lane);
+          c.live.insert(r.get());
+          return r;
+        }
+        mover->Advance(c);
+      }
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    ADD_FAILURE() << "posting on " << (c.is_send ? "send" : "recv") << " comm never allowed";
+    return nullptr;
+  }
+
+  // Tests a guarded request as Plugin::Test does until it is complete, and
+  // returns what Test reports for it (RequestResult).
+  absl::Status TestUntilDone(Comm& c, Request& r) {
+    PathMover* mover = (&c == &send_ ? hosts_[0] : hosts_[1]).mover.get();
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock l(&c.mu);
+        if (mover->Complete(c, r)) {
+          int size = -1;
+          absl::Status st = RequestResult(c, r, &size);
+          c.live.erase(&r);
+          --r.lanes[0]->outstanding;
+          return st;
+        }
+      }
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return absl::DeadlineExceededError("the request never completed");
+  }
+
   bool WaitIdle(Comm& c, absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
     while (absl::Now() < deadline) {
@@ -281,6 +339,45 @@ TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
   Finish(recv_, rr, kBig);
   EXPECT_EQ(got, after);
   EXPECT_FALSE(ss.lane->path.direct);
+}
+
+// A send on the circuit larger than the receive it meets (128 KiB into
+// 64 KiB, above the transport's eager limit): the transport refuses it
+// (InvalidArgument) at both ends. That is the request's size error at both
+// ends, not a lost circuit: no failover, the comm stays on its circuit, and
+// neither end reports success.
+TEST_F(PathMoverTest, ASizeRefusalOnACircuitIsTheRequestsErrorNotAFailover) {
+  router::Topology t{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[1].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(hosts_[0].mover->Commit(t, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
+  ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
+  std::vector<uint8_t> out = Payload(128 << 10, 1), in(64 << 10, 0);
+  std::unique_ptr<Request> r = PostRequest(recv_, 5, in.data(), in.size());
+  std::unique_ptr<Request> s = PostRequest(send_, 5, out.data(), out.size());
+  ASSERT_NE(r, nullptr);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(r->guarded && s->guarded) << "the pair is not on the circuit";
+  const absl::Status got = TestUntilDone(recv_, *r);
+  const absl::Status sent = TestUntilDone(send_, *s);
+  EXPECT_TRUE(absl::IsOutOfRange(got)) << got;
+  EXPECT_TRUE(absl::IsOutOfRange(sent)) << sent;
+  EXPECT_EQ(hosts_[0].mover->stats().failovers, 0u);
+  EXPECT_EQ(hosts_[1].mover->stats().failovers, 0u);
+  for (Comm* c : {&send_, &recv_}) {
+    absl::MutexLock l(&c->mu);
+    EXPECT_TRUE(c->lane->path.direct)
+        << (c->is_send ? "sender" : "receiver") << " left the circuit";
+    EXPECT_FALSE(c->lane_failed);
+  }
+  // The comm goes on over the circuit.
+  std::vector<uint8_t> next = Payload(128 << 10, 2), got_next(128 << 10, 0);
+  Posted rr = Post(recv_, 5, got_next.data(), got_next.size());
+  Posted ss = Post(send_, 5, next.data(), next.size());
+  Finish(send_, ss, next.size());
+  Finish(recv_, rr, next.size());
+  EXPECT_EQ(got_next, next);
+  EXPECT_TRUE(ss.lane->path.direct);
 }
 
 TEST_F(PathMoverTest, AReceiverThatCannotUseTheTargetRefusesAndTheCommStays) {
