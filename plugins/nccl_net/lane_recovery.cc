@@ -38,6 +38,42 @@ bool Settled(const transport::Request& part) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<Request>> PostReceive(PathMover* mover, Comm& c,
+                                                     std::unique_ptr<Request> r) {
+  std::string lost;  // why, once a guarded lane could not take its part
+  for (int i = 0; i < r->n; ++i) {
+    const bool guarded = mover != nullptr && r->lanes[i] != c.home;
+    absl::Status part;
+    if (guarded && !lost.empty()) {
+      // The failover closes every guarded lane: the part stands as failed.
+      part = FailRecvPart(c, *r, i, absl::UnavailableError(lost));
+    } else {
+      part = PostRecvPart(c, *r, i);
+      if (!part.ok() && guarded && r->parts[i] == nullptr) {
+        lost = absl::StrCat("irecv: lane ", r->lanes[i]->path.Describe(),
+                            " failed: ", part.ToString());
+        if (i == 0) {
+          mover->Failover(c, lost);
+          return nullptr;  // nothing is out: NCCL retries once the failover is through
+        }
+        part = FailRecvPart(c, *r, i, part);
+      }
+    }
+    if (part.ok()) continue;
+    // Home could not take the part (or its second piece): the comm failed.
+    // The parts out stay posted, counted and owned until the comm closes.
+    c.lane_failed = true;
+    const int out = r->parts[i] != nullptr ? i + 1 : i;
+    for (int k = 0; k < out; ++k) ++c.posted[r->tags[k]];
+    c.failed_posts.push_back(std::move(r));
+    return part;
+  }
+  CountPosted(c, r->tags.data(), r->n, r->lanes.data());
+  c.live.insert(r.get());
+  if (!lost.empty()) mover->Failover(c, lost);  // re-posts the failed parts on home
+  return r;
+}
+
 void PathMover::KillGuarded(Comm& c) {
   std::vector<Lane*> lanes;
   auto add = [&](const std::shared_ptr<Lane>& l) {

@@ -12,6 +12,7 @@
 #include "plugins/nccl_net/result.h"
 #include "runtime/collectives/alltoall_internal.h"
 #include "runtime/common/status.h"
+#include "runtime/transport/request_state.h"
 
 namespace mixnet::nccl {
 namespace {
@@ -230,9 +231,21 @@ absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share) {
 
 absl::Status PostRecvPart(Comm& c, Request& r, int i) {
   Lane& lane = *r.lanes[i];
-  SplitPart& sp = r.split[i];
-  sp.min_bytes = lane.path.split_min_bytes;
+  r.split[i].min_bytes = lane.path.split_min_bytes;
   ASSIGN_OR_RETURN(r.parts[i], lane.connection->Irecv(r.data[i], r.sizes[i], r.tags[i]));
+  return AttachSplit(c, r, i);
+}
+
+absl::Status FailRecvPart(Comm& c, Request& r, int i, absl::Status why) {
+  r.split[i].min_bytes = r.lanes[i]->path.split_min_bytes;
+  auto state = std::make_shared<transport::RequestState>();
+  state->Complete(std::move(why), 0);
+  r.parts[i] = std::make_unique<transport::StateRequest>(std::move(state));
+  return AttachSplit(c, r, i);
+}
+
+absl::Status AttachSplit(Comm& c, Request& r, int i) {
+  SplitPart& sp = r.split[i];
   sp.header_expected = c.split_tail.erase({r.tags[i], r.seqs[i]}) > 0;
   if (sp.min_bytes == 0 && !sp.header_expected) return absl::OkStatus();
   r.guarded = true;  // completes through PathMover::Complete, which waits for the pieces

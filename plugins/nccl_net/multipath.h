@@ -134,6 +134,14 @@ absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share);
 // Receiver: posts part i's primary receive and, when its header is in, the
 // second piece.
 absl::Status PostRecvPart(Comm& c, Request& r, int i);
+// Receiver: part i could not be posted on its guarded lane (lost with the
+// lane): records it as failed there with the split state PostRecvPart gives
+// it, so a failover re-posts it on home like a part lost in flight.
+absl::Status FailRecvPart(Comm& c, Request& r, int i, absl::Status why);
+// Receiver: part i's split state once its primary is out (PostRecvPart,
+// FailRecvPart): whether a header is due, and the header and second piece
+// when the header is already in.
+absl::Status AttachSplit(Comm& c, Request& r, int i);
 // Receiver: takes the headers that arrived on home and posts second pieces.
 void PollSplitHeaders(Comm& c);
 // Whether part i's split pieces are over (true for a part that is not split;

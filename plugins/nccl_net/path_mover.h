@@ -94,6 +94,21 @@ bool LanesFor(Comm& comm, const uint32_t* tags, int n, std::shared_ptr<Lane>* la
 void CountPosted(Comm& comm, const uint32_t* tags, int n, const std::shared_ptr<Lane>* lanes)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
 
+class PathMover;
+// Receiver (irecv): posts the parts of `r` (described, on the lanes
+// LanesFor chose), counts them and makes `r` live; returns it. A part that
+// a guarded lane cannot take is a lost circuit (lane_recovery.h): when it is
+// the first, nothing is out, so `mover` fails over and nullptr asks NCCL to
+// retry; a later one cannot be taken back with the parts before it (they
+// are posted into NCCL's buffers), so it and the later parts on guarded
+// lanes stand as failed there, `r` is live, and the failover re-posts them
+// on home like parts the lane lost in flight. A part home cannot take fails
+// the comm: the error, and `r` (its posted parts counted, so both ends still
+// number alike) is kept in comm.failed_posts until the comm closes.
+absl::StatusOr<std::unique_ptr<Request>> PostReceive(PathMover* mover, Comm& comm,
+                                                     std::unique_ptr<Request> r)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm.mu);
+
 // One traffic row: bytes sent to each peer host during period `period`.
 struct TrafficSample {
   int64_t period = 0;

@@ -271,27 +271,12 @@ absl::Status Plugin::Irecv(void* recv_comm, int n, void** data, const size_t* si
   r->n = n;
   r->order = comm->next_order++;
   for (int i = 0; i < n; ++i) Describe(*comm, *r, i, data[i], sizes[i], wire_tags[i]);
-  for (int i = 0; i < n; ++i) {
-    absl::Status part = PostRecvPart(*comm, *r, i);
-    if (!part.ok() && i == 0 && r->parts[0] == nullptr && mover_ != nullptr &&
-        r->lanes[0] != comm->home) {
-      // The guarded lane died since the check above and nothing is posted:
-      // fail over and let NCCL retry (lane_recovery.h).
-      mover_->Failover(*comm, absl::StrCat("irecv: lane ", r->lanes[0]->path.Describe(),
-                                           " failed: ", part.ToString()));
-      return absl::OkStatus();
-    }
-    if (!part.ok()) {
-      // The parts already posted stay counted, so the two ends' numbering
-      // still agrees; this request fails and so does the NCCL operation.
-      CountPosted(*comm, wire_tags.data(), i, r->lanes.data());
-      return part;
-    }
-  }
-  CountPosted(*comm, wire_tags.data(), n, r->lanes.data());
-  comm->live.insert(r.get());
-  registry_.Add(r.get(), Kind::kRequest);
-  *request = r.release();
+  // A guarded lane that dies since the check above fails over (NCCL
+  // retries when nothing was posted yet); home failing fails the comm.
+  ASSIGN_OR_RETURN(std::unique_ptr<Request> posted, PostReceive(mover_.get(), *comm, std::move(r)));
+  if (posted == nullptr) return absl::OkStatus();  // retry
+  registry_.Add(posted.get(), Kind::kRequest);
+  *request = posted.release();
   return absl::OkStatus();
 }
 

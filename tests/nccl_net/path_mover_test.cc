@@ -8,7 +8,10 @@
 // the old lane; a receiver that cannot use the target NIC refuses and the
 // comm stays on EPS; a peer that goes away mid-move fails the comm (no
 // endless retries); a send larger than its receive on the circuit is the
-// request's size error at both ends, not a lost circuit. Every byte checked.
+// request's size error at both ends, not a lost circuit. A grouped receive
+// whose later part a lost circuit refuses fails over (its posted parts kept
+// and counted); one whose later part home refuses fails the comm, its posted
+// parts kept until the comm closes. Every byte checked.
 // Threads: the test thread posts and waits; each mover runs its own thread.
 #include <cstring>
 #include <map>
@@ -21,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/nccl_net/path_mover.h"
+#include "runtime/transport/request_state.h"
 #include "runtime/transport/transport.h"
 
 namespace mixnet::nccl {
@@ -256,6 +260,125 @@ std::vector<uint8_t> Payload(size_t n, int seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed * 7 + 1);
   return v;
+}
+
+// Calls a RefusingConnection took (kept outside it: a failover closes it).
+struct Calls {
+  int sends = 0, recvs = 0;
+};
+
+// A connection whose requests stay pending (nothing completes unseen) and
+// that refuses its `refuse_recv`-th receive (from 1; 0: none) as a lost
+// connection would.
+class RefusingConnection : public transport::Connection {
+ public:
+  RefusingConnection(Calls* calls, int refuse_recv) : calls_(calls), refuse_recv_(refuse_recv) {}
+  absl::StatusOr<std::unique_ptr<transport::Request>> Isend(const void*, size_t,
+                                                            uint64_t) override {
+    ++calls_->sends;
+    return Pending();
+  }
+  absl::StatusOr<std::unique_ptr<transport::Request>> Irecv(void*, size_t, uint64_t) override {
+    if (++calls_->recvs == refuse_recv_) {
+      return absl::UnavailableError("recv: Connection reset by peer");
+    }
+    return Pending();
+  }
+  std::string peer_name() const override { return "h0 (refusing test connection)"; }
+  absl::Status health() const override { return absl::OkStatus(); }
+
+ private:
+  static std::unique_ptr<transport::Request> Pending() {
+    return std::make_unique<transport::StateRequest>(std::make_shared<transport::RequestState>());
+  }
+  Calls* const calls_;
+  const int refuse_recv_;
+};
+
+// A receive comm on a circuit lane whose connection refuses its second
+// receive (`circuit_refuses`), or on home refusing its second receive; the
+// calls each lane's connection took.
+struct GroupedReceive {
+  explicit GroupedReceive(bool circuit_refuses) {
+    auto h = std::make_unique<RefusingConnection>(&home, circuit_refuses ? 0 : 2);
+    auto o = std::make_unique<RefusingConnection>(&circuit, circuit_refuses ? 2 : 0);
+    absl::MutexLock l(&comm.mu);
+    comm.peer_host = "h0";
+    comm.home = std::make_shared<Lane>();
+    comm.home->path.local_nic = comm.home->path.remote_nic = "eps0";
+    comm.home->connection = std::move(h);
+    auto lane = std::make_shared<Lane>();
+    lane->path.local_nic = lane->path.remote_nic = "ocs0";
+    lane->path.direct = true;
+    lane->path.circuit = cluster::CircuitSpec{"ocs0", 1, 2};
+    lane->connection = std::move(o);
+    comm.lane = circuit_refuses ? lane : comm.home;
+  }
+  // An n = 2 irecv of tag 4 as Plugin::Irecv describes it, on comm.lane.
+  std::unique_ptr<Request> Describe() {
+    auto r = std::make_unique<Request>();
+    r->comm = &comm;
+    r->n = 2;
+    for (int i = 0; i < 2; ++i) {
+      r->lanes[i] = comm.lane;
+      r->data[i] = bufs[i].data();
+      r->sizes[i] = bufs[i].size();
+      r->tags[i] = 4;
+      r->seqs[i] = i;
+      r->guarded |= comm.lane != comm.home;
+    }
+    return r;
+  }
+  Calls home, circuit;
+  Comm comm;
+  std::vector<uint8_t> bufs[2] = {std::vector<uint8_t>(4096), std::vector<uint8_t>(4096)};
+};
+
+// The circuit refuses part 1 after part 0 was posted on it (the lane died
+// in between): a lost circuit, not the comm's failure. The request stands
+// with both parts counted, and the failover re-posts both on home (part 0
+// never arrived over the lane it closed) and tells the sender (RECOVER).
+TEST_F(PathMoverTest, AGroupedReceiveWhoseLaterPartALostCircuitRefusesFailsOver) {
+  GroupedReceive g(/*circuit_refuses=*/true);
+  absl::MutexLock l(&g.comm.mu);
+  std::shared_ptr<Lane> circuit = g.comm.lane;
+  absl::StatusOr<std::unique_ptr<Request>> posted =
+      PostReceive(hosts_[1].mover.get(), g.comm, g.Describe());
+  ASSERT_TRUE(posted.ok()) << "a lost circuit failed the irecv: " << posted.status();
+  ASSERT_NE(*posted, nullptr) << "part 0 was out: the request cannot be retried";
+  Request& r = **posted;
+  EXPECT_EQ(g.circuit.recvs, 2);
+  EXPECT_EQ(g.comm.posted[4], 2u);
+  EXPECT_TRUE(g.comm.live.contains(&r));
+  EXPECT_FALSE(g.comm.lane_failed);
+  EXPECT_EQ(hosts_[1].mover->stats().failovers, 1u);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(r.lanes[i], g.comm.home) << "part " << i;
+  EXPECT_EQ(g.home.recvs, 2) << "both parts re-posted on home";
+  EXPECT_EQ(g.home.sends, 1) << "RECOVER not sent";
+  EXPECT_EQ(circuit->outstanding, 0);
+  EXPECT_EQ(g.comm.home->outstanding, 2);
+  EXPECT_EQ(circuit->connection, nullptr) << "the lost circuit's lane should be closed";
+  g.comm.live.erase(&r);
+}
+
+// Home refuses part 1: the comm failed, and the irecv fails. Part 0 is
+// posted into NCCL's buffer, so its request is kept (not destroyed with the
+// receive still posted) until the comm closes, counted so both ends still
+// number alike, and no lane holds an outstanding part nobody will test.
+TEST_F(PathMoverTest, AGroupedReceiveWhoseLaterPartHomeRefusesFailsTheComm) {
+  GroupedReceive g(/*circuit_refuses=*/false);
+  absl::MutexLock l(&g.comm.mu);
+  absl::StatusOr<std::unique_ptr<Request>> posted =
+      PostReceive(hosts_[1].mover.get(), g.comm, g.Describe());
+  ASSERT_FALSE(posted.ok());
+  EXPECT_TRUE(absl::IsUnavailable(posted.status())) << posted.status();
+  EXPECT_TRUE(g.comm.lane_failed);
+  EXPECT_EQ(g.comm.posted[4], 1u);
+  ASSERT_EQ(g.comm.failed_posts.size(), 1u) << "the request with part 0 posted was not kept";
+  EXPECT_NE(g.comm.failed_posts[0]->parts[0], nullptr);
+  EXPECT_EQ(g.comm.home->outstanding, 0);
+  EXPECT_TRUE(g.comm.live.empty());
+  EXPECT_EQ(hosts_[1].mover->stats().failovers, 0u);
 }
 
 TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
