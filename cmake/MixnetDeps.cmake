@@ -89,4 +89,8 @@ function(mixnet_add_proto_library NAME)
   target_link_libraries(${NAME} PUBLIC protobuf::libprotobuf gRPC::grpc++ ${ARG_DEPS})
   # Generated code is not ours to warn about.
   target_compile_options(${NAME} PRIVATE -w)
+  # Each generated file compiles on its own: a unity batch includes it by its
+  # absolute path, which protobuf's checks expand through __FILE__, so a
+  # clone in another folder would miss ccache for the whole batch.
+  set_target_properties(${NAME} PROPERTIES UNITY_BUILD OFF)
 endfunction()
