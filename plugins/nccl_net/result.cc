@@ -13,7 +13,7 @@ std::atomic<nccl_abi::Logger> g_logger{nullptr};
 void Log(nccl_abi::LogLevel level, unsigned long flags, const std::string& message) {
   nccl_abi::Logger logger = g_logger.load();
   if (logger != nullptr) {
-    logger(level, flags, __FILE__, __LINE__, "NET/mixnet: %s", message.c_str());
+    logger(level, flags, __FILE_NAME__, __LINE__, "NET/mixnet: %s", message.c_str());
     return;
   }
   if (level == nccl_abi::kLogWarn) {
