@@ -36,8 +36,10 @@ int main(int argc, char** argv) {
       return app.exit(e) == 0 ? 0 : 2;
     }
     if (rank < 0) {
-      absl::StatusOr<mixnet::rendezvous::LaunchInfo> li =
-          mixnet::rendezvous::LaunchFromEnvironment();
+      // The worker's rendezvous is the orchestrator's, not a store.
+      absl::StatusOr<mixnet::rendezvous::LaunchInfo> li = mixnet::rendezvous::LaunchFromEnvironment(
+          mixnet::rendezvous::ProcessEnvironment(), mixnet::GetSettings(),
+          mixnet::rendezvous::StoreNeed::kOptional);
       if (!li.ok()) {
         std::cerr << "mixnet-demo worker: no --rank: " << li.status().message() << "\n";
         return 2;

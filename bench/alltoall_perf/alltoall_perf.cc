@@ -254,7 +254,10 @@ int main(int argc, char** argv) {
   if (o.common.ranks <= 0 && o.fabric.empty() && (o.rank < 0 || o.world <= 0 || o.store.empty())) {
     // One rank of a job a launcher started (mpirun, srun, torchrun): what
     // the flags do not say comes from its environment (launcher_env.h).
-    absl::StatusOr<mixnet::rendezvous::LaunchInfo> li = mixnet::rendezvous::LaunchFromEnvironment();
+    absl::StatusOr<mixnet::rendezvous::LaunchInfo> li = mixnet::rendezvous::LaunchFromEnvironment(
+        mixnet::rendezvous::ProcessEnvironment(), mixnet::GetSettings(),
+        o.store.empty() ? mixnet::rendezvous::StoreNeed::kRequired
+                        : mixnet::rendezvous::StoreNeed::kOptional);
     if (li.ok()) {
       if (o.rank < 0) o.rank = li->rank;
       if (o.world <= 0) o.world = li->world;

@@ -193,7 +193,9 @@ def circuit_names(circuits):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True, help="file:DIR or tcp://HOST:PORT")
+    ap.add_argument("--store", default=None,
+                    help="file:DIR or tcp://HOST:PORT (default: MIXNET_STORE, else a TCP store "
+                         "on MASTER_ADDR, as torchrun sets it)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--experts", type=int, default=0, help="default: 2 per rank")
@@ -215,7 +217,7 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(1)
-    mixnet.init(store=args.store)  # rank / world size from RANK / WORLD_SIZE
+    mixnet.init(store=args.store)  # rank / world size from RANK / WORLD_SIZE (or srun, mpirun)
     rank, world = mixnet.rank(), mixnet.world_size()
     if args.trace_out:
         mixnet.record_trace(f"{args.trace_out}.{rank}")

@@ -65,18 +65,20 @@ def init(rank=None, world_size=None, store=None, spec=None, host=None, controlle
     """Joins the job: rendezvous, connections to every rank, and (when a
     controller is configured) registration with mixnet-controller.
 
-    rank, world_size: default to what the launcher set: torchrun (RANK,
-        WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT), Slurm's srun
+    rank, world_size: default to what the launcher set: torchrun or
+        torch.distributed's env:// (RANK, WORLD_SIZE, optionally LOCAL_RANK,
+        and MASTER_ADDR/MASTER_PORT when no store is given), Slurm's srun
         (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or Open MPI's mpirun
-        (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK); a launcher's variables
-        only partly set raise InvalidArgumentError naming the missing ones.
+        (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK); only one of a launcher's
+        rank and world size set raises InvalidArgumentError naming the other.
     store: "file:DIR" (a directory every rank sees; use a fresh one per run) or
         "tcp://HOST:PORT" (rank 0 serves it on HOST:PORT). Default: MIXNET_STORE,
         else a TCP store on the launcher's master host (MASTER_ADDR; Slurm: the
         step's first node; mpirun on one host: 127.0.0.1) at MIXNET_STORE_PORT,
         else MASTER_PORT + 1, else 29501.
-    Explicit arguments win over the environment; local_rank() is the
-    launcher's local rank (None without a launcher).
+    Explicit arguments win over the environment (with store given, no
+    master host is needed). local_rank() is the launcher's local rank, or,
+    when it gives none, this rank's index among the ranks on its machine.
     spec: cluster spec YAML path (default MIXNET_CLUSTER_SPEC; without one, every
         rank is on one host and talks over loopback / MIXNET_SOCKET_IFNAME).
     host: this rank's host in the spec (default MIXNET_HOST).
@@ -95,12 +97,13 @@ def init(rank=None, world_size=None, store=None, spec=None, host=None, controlle
     global _local_rank
     _local_rank = None
     if rank is None or world_size is None or store is None:
-        launch = _C.launch_from_environment()
+        launch = _C.launch_from_environment(need_store=store is None)
         if launch is not None:
-            _, env_rank, env_world, _local_rank, env_store = launch
+            _, env_rank, env_world, env_local_rank, env_store = launch
             rank = env_rank if rank is None else rank
             world_size = env_world if world_size is None else world_size
             store = env_store if store is None else store
+            _local_rank = env_local_rank if env_local_rank >= 0 else None
     if rank is None or world_size is None:
         raise ValueError("mixnet.init: give rank and world_size (or start under a launcher: "
                          "torchrun, srun, mpirun)")
@@ -109,6 +112,8 @@ def init(rank=None, world_size=None, store=None, spec=None, host=None, controlle
                          "under a launcher, or set MIXNET_STORE)")
     _session = _C.Session(int(rank), int(world_size), store, spec or "", host or "",
                           controller or "", job, int(timeout_ms), int(connect_timeout_ms))
+    if _local_rank is None:
+        _local_rank = _session.local_rank
     _iteration = 0
     _warned_no_controller = False
     _moe_defaults = {k: v for k, v in (("num_experts", num_experts), ("hidden", hidden),
@@ -141,8 +146,9 @@ def world_size():
 
 
 def local_rank():
-    """The launcher's local rank of this process (None when init did not
-    find a launcher's environment)."""
+    """The launcher's local rank of this process; when the launcher gives
+    none (or there is none), this rank's index among the ranks on its
+    machine, found at init."""
     _require()
     return _local_rank
 

@@ -294,6 +294,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("closed", &PySession::closed)
       .def_property_readonly("rank", [](PySession& s) { return s.get().rank(); })
       .def_property_readonly("world_size", [](PySession& s) { return s.get().size(); })
+      .def_property_readonly("local_rank", [](PySession& s) { return s.get().local_rank(); })
       .def_property_readonly("host", [](PySession& s) { return s.get().host(); })
       .def_property_readonly("controller", [](PySession& s) { return s.get().controller(); })
       .def_property_readonly("has_agent", [](PySession& s) { return s.get().has_agent(); })
@@ -324,11 +325,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("controller_status", &mixnet::python::ControllerStatus, py::arg("target"),
         py::arg("timeout_ms") = 5000);
   // What a launcher's environment says (runtime/rendezvous/launcher_env.h):
-  // (launcher, rank, world_size, local_rank, store), or None without one.
-  m.def("launch_from_environment", []() -> py::object {
-    absl::StatusOr<mixnet::rendezvous::LaunchInfo> li = mixnet::rendezvous::LaunchFromEnvironment();
-    if (absl::IsNotFound(li.status())) return py::none();
-    mixnet::python::ThrowIfError(li.status());
-    return py::make_tuple(li->launcher, li->rank, li->world, li->local_rank, li->store);
-  });
+  // (launcher, rank, world_size, local_rank or -1, store or ""), or None
+  // without one. need_store=False: the caller has its own store.
+  m.def(
+      "launch_from_environment",
+      [](bool need_store) -> py::object {
+        absl::StatusOr<mixnet::rendezvous::LaunchInfo> li =
+            mixnet::rendezvous::LaunchFromEnvironment(
+                mixnet::rendezvous::ProcessEnvironment(), mixnet::GetSettings(),
+                need_store ? mixnet::rendezvous::StoreNeed::kRequired
+                           : mixnet::rendezvous::StoreNeed::kOptional);
+        if (absl::IsNotFound(li.status())) return py::none();
+        mixnet::python::ThrowIfError(li.status());
+        return py::make_tuple(li->launcher, li->rank, li->world, li->local_rank, li->store);
+      },
+      py::arg("need_store") = true);
 }

@@ -124,6 +124,8 @@ class Session {
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
+  // This rank's index among the ranks on its machine (found at rendezvous).
+  int local_rank() const { return comm_->local_rank(); }
   const std::string& host() const { return host_; }
   const std::string& host_of(int rank) const { return comm_->host_of(rank); }
   const std::string& controller() const { return controller_; }

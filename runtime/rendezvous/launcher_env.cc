@@ -107,19 +107,23 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
   return absl::StrCat(entry.substr(0, open), first, entry.substr(close + 1));
 }
 
-absl::StatusOr<LaunchInfo> LaunchFromEnvironment(const EnvLookup& env, const Settings& settings) {
+absl::StatusOr<LaunchInfo> LaunchFromEnvironment(const EnvLookup& env, const Settings& settings,
+                                                 StoreNeed need) {
   for (const Launcher& l : kLaunchers) {
     std::vector<std::string> set, missing;
     for (const char* var : {l.rank, l.world, l.local_rank}) {
-      (env(var).has_value() ? set : missing).push_back(var);
+      if (env(var).has_value()) {
+        set.push_back(var);
+      } else if (var != l.local_rank) {  // optional (launcher_env.h)
+        missing.push_back(var);
+      }
     }
     if (set.empty()) continue;
     if (!missing.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("launcher environment (", l.name, "): ", absl::StrJoin(set, ", "),
                        " set but ", absl::StrJoin(missing, ", "),
-                       " not; set all of them or give rank, world size and "
-                       "store explicitly"));
+                       " not; set them, or give rank, world size and store explicitly"));
     }
     LaunchInfo info;
     info.launcher = l.name;
@@ -127,8 +131,12 @@ absl::StatusOr<LaunchInfo> LaunchFromEnvironment(const EnvLookup& env, const Set
     if (!world.ok()) return world.status();
     absl::StatusOr<int> rank = IntVar(env, l.name, l.rank, 0);
     if (!rank.ok()) return rank.status();
-    absl::StatusOr<int> local = IntVar(env, l.name, l.local_rank, 0);
-    if (!local.ok()) return local.status();
+    int local = -1;
+    if (env(l.local_rank).has_value()) {
+      absl::StatusOr<int> v = IntVar(env, l.name, l.local_rank, 0);
+      if (!v.ok()) return v.status();
+      local = *v;
+    }
     if (*rank >= *world) {
       return absl::InvalidArgumentError(absl::StrCat("launcher environment (", l.name,
                                                      "): ", l.rank, " = ", *rank, " is not below ",
@@ -136,7 +144,7 @@ absl::StatusOr<LaunchInfo> LaunchFromEnvironment(const EnvLookup& env, const Set
     }
     info.world = *world;
     info.rank = *rank;
-    info.local_rank = *local;
+    info.local_rank = local;
     if (!settings.store.empty()) {
       info.store = settings.store;
       return info;
@@ -156,6 +164,7 @@ absl::StatusOr<LaunchInfo> LaunchFromEnvironment(const EnvLookup& env, const Set
       absl::StatusOr<int> local_size = IntVar(env, l.name, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
       if (local_size.ok() && *local_size == info.world) master = "127.0.0.1";
     }
+    if (master.empty() && need == StoreNeed::kOptional) return info;  // the caller has one
     if (master.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "launcher environment (", l.name,

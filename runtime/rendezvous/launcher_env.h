@@ -11,10 +11,15 @@
 // MASTER_PORT itself), else 29501. The master host: MASTER_ADDR; else under
 // Slurm the first host of the step's node list (rank 0's under srun's block
 // distribution); else, when every rank is on this host (Open MPI's local
-// size equals the world size), 127.0.0.1. A launcher found with part of its
-// variables missing, values that are not numbers, or a rank outside the world
-// is InvalidArgument naming the launcher and the variable. Explicit flags or
-// arguments take precedence over all of this (callers apply them first).
+// size equals the world size), 127.0.0.1. Rank and world size are required
+// (a launcher with only one of them, values that are not numbers, or a rank
+// outside the world is InvalidArgument naming the launcher and the
+// variable); the local rank is optional, as for torch.distributed's env://
+// (-1 when unset: callers that need it take this rank's index among the
+// ranks on its machine, which the communicator finds at rendezvous).
+// Explicit flags or arguments take precedence over all of this (callers
+// apply them first); a caller that has its own store says so
+// (StoreNeed::kOptional), and then no master host is needed.
 // Pure functions; any thread.
 #pragma once
 
@@ -31,9 +36,12 @@ struct LaunchInfo {
   std::string launcher;  // "torchrun", "slurm", "openmpi"
   int rank = -1;
   int world = 0;
-  int local_rank = -1;
-  std::string store;  // "tcp://HOST:PORT" or MIXNET_STORE
+  int local_rank = -1;  // -1: the launcher did not say
+  std::string store;    // "tcp://HOST:PORT" or MIXNET_STORE; empty only with kOptional
 };
+
+// Whether the caller needs the environment's store (it has none of its own).
+enum class StoreNeed { kRequired, kOptional };
 
 // Looks a variable up (std::getenv by default); nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
@@ -47,7 +55,8 @@ EnvLookup ProcessEnvironment();
 // MIXNET_STORE and MIXNET_STORE_PORT come from `settings` (settings.h), the
 // launcher's own variables from `env`.
 absl::StatusOr<LaunchInfo> LaunchFromEnvironment(const EnvLookup& env = ProcessEnvironment(),
-                                                 const Settings& settings = GetSettings());
+                                                 const Settings& settings = GetSettings(),
+                                                 StoreNeed need = StoreNeed::kRequired);
 
 // The first host of a Slurm host list: "node[03-05,9]" -> "node03",
 // "a,b" -> "a", "gpu-[1-2]-ib" -> "gpu-1-ib". InvalidArgument when malformed.

@@ -448,11 +448,18 @@ def parent_checks(mixnet, tmp):
     expect_raises(mixnet.UnavailableError, mixnet.controller_status, "unix:/nonexistent.sock",
                   timeout_ms=200)
     # A launcher's environment only partly there: an error naming what is missing.
-    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     saved = {k: os.environ.pop(k) for k in names if k in os.environ}
-    os.environ.update(RANK="0", WORLD_SIZE="2")
+    os.environ.update(RANK="0")
     try:
-        expect_raises(mixnet.InvalidArgumentError, mixnet.init, contains="LOCAL_RANK not")
+        expect_raises(mixnet.InvalidArgumentError, mixnet.init, contains="WORLD_SIZE not")
+        # torch.distributed's env:// needs no LOCAL_RANK, and an explicit store
+        # needs no MASTER_ADDR: the local rank is then found at init.
+        os.environ.update(WORLD_SIZE="1")
+        expect_raises(mixnet.InvalidArgumentError, mixnet.init, contains="MASTER_ADDR")
+        mixnet.init(store=f"file:{tmp}/s5")
+        assert (mixnet.rank(), mixnet.world_size(), mixnet.local_rank()) == (0, 1, 0)
+        mixnet.finalize()
     finally:
         for k in names:
             os.environ.pop(k, None)

@@ -1,6 +1,8 @@
 // Launcher environments (runtime/rendezvous/launcher_env.h) from hand-written
 // variable sets: what torchrun, srun and mpirun set for one process, partial
-// and malformed sets, the store's host and port rules, and Slurm host lists.
+// and malformed sets, the optional local rank (torch.distributed's env://
+// needs only RANK and WORLD_SIZE), a caller's own store, the store's host and
+// port rules, and Slurm host lists.
 // Pure; runs on the test thread.
 #include "runtime/rendezvous/launcher_env.h"
 
@@ -23,11 +25,11 @@ EnvLookup Env(const Vars& vars) {
 }
 
 // LaunchFromEnvironment over `vars` alone (the MIXNET_* settings too).
-absl::StatusOr<LaunchInfo> Launch(const Vars& vars) {
+absl::StatusOr<LaunchInfo> Launch(const Vars& vars, StoreNeed need = StoreNeed::kRequired) {
   const EnvLookup env = Env(vars);
   absl::StatusOr<Settings> s = Settings::FromEnv([&](const char* name) { return env(name); });
   if (!s.ok()) return s.status();
-  return LaunchFromEnvironment(env, *s);
+  return LaunchFromEnvironment(env, *s, need);
 }
 
 TEST(LaunchFromEnvironment, Torchrun) {
@@ -42,6 +44,41 @@ TEST(LaunchFromEnvironment, Torchrun) {
   EXPECT_EQ(i->world, 8);
   EXPECT_EQ(i->local_rank, 1);
   EXPECT_EQ(i->store, "tcp://10.0.0.7:29501");  // MASTER_PORT + 1
+}
+
+// torch.distributed's env:// needs RANK, WORLD_SIZE, MASTER_ADDR and
+// MASTER_PORT only; so does this (examples/moe_pytorch/launch.py sets no
+// LOCAL_RANK). The local rank is then unknown (-1).
+TEST(LaunchFromEnvironment, LocalRankIsOptionalAsForTorchEnv) {
+  absl::StatusOr<LaunchInfo> i = Launch(Vars({{"RANK", "3"},
+                                              {"WORLD_SIZE", "4"},
+                                              {"MASTER_ADDR", "127.0.0.1"},
+                                              {"MASTER_PORT", "29500"}}));
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(i->launcher, "torchrun");
+  EXPECT_EQ(i->rank, 3);
+  EXPECT_EQ(i->world, 4);
+  EXPECT_EQ(i->local_rank, -1);
+  EXPECT_EQ(i->store, "tcp://127.0.0.1:29501");
+  absl::StatusOr<LaunchInfo> s = Launch(
+      Vars({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-2]"}}));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->local_rank, -1);
+  EXPECT_EQ(s->store, "tcp://n1:29501");
+}
+
+// A caller with its own store (mixnet.init(store=...), a --store flag) takes
+// rank and world size from the launcher and needs no master host.
+TEST(LaunchFromEnvironment, ACallersOwnStoreNeedsNoMasterHost) {
+  const Vars vars{{"RANK", "1"}, {"WORLD_SIZE", "4"}};
+  absl::StatusOr<LaunchInfo> needed = Launch(vars);
+  EXPECT_EQ(needed.status().code(), absl::StatusCode::kInvalidArgument) << needed.status();
+  EXPECT_NE(needed.status().message().find("MASTER_ADDR"), std::string::npos) << needed.status();
+  absl::StatusOr<LaunchInfo> own = Launch(vars, StoreNeed::kOptional);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->rank, 1);
+  EXPECT_EQ(own->world, 4);
+  EXPECT_EQ(own->store, "");
 }
 
 TEST(LaunchFromEnvironment, SlurmTakesTheStepsFirstHost) {
@@ -116,8 +153,11 @@ TEST(LaunchFromEnvironment, PartialOrMalformedIsAnErrorNamingTheVariable) {
     Vars vars;
     const char* names;  // expected in the message
   } cases[] = {
-      {{{"RANK", "1"}, {"MASTER_ADDR", "h"}}, "WORLD_SIZE, LOCAL_RANK not"},
-      {{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}, "SLURM_LOCALID not"},
+      {{{"RANK", "1"}, {"MASTER_ADDR", "h"}}, "RANK set but WORLD_SIZE not"},
+      {{{"LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"}}, "LOCAL_RANK set but RANK, WORLD_SIZE not"},
+      {{{"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}}, "but SLURM_PROCID not"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "x"}, {"MASTER_ADDR", "h"}},
+       "LOCAL_RANK = 'x'"},
       {{{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"}},
        "RANK = 'x'"},
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"}},
