@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin
-  iproute2 procps gnuplot-nox ccache
+  iproute2 iputils-ping procps gnuplot-nox ccache
   python3-dev pybind11-dev python3-torch
 )
 missing=()

@@ -55,6 +55,7 @@ struct Options {
   std::string fabric;
   std::string result_file;
   bool peers = false;
+  std::string mpirun;  // the Open MPI peers' (--peers)
   bool check = true;
   int rounds = 1;
 };
@@ -75,6 +76,9 @@ absl::Status RunRank(const Options& o) {
   const int n = comm->size();
   std::ofstream results;
   if (o.rank == 0 && !o.result_file.empty()) results.open(o.result_file);
+  // A rank the launcher mode started writes the result file; one a job
+  // launcher (or --rank) started prints the table itself, header first.
+  if (o.rank == 0 && !results.is_open()) peers::PrintHeader(o.common.json);
   for (size_t bytes : o.common.size_list) {
     std::vector<uint8_t> send(bytes * n), recv(bytes * n);
     peers::FillSendBuffer(o.rank, n, bytes, send.data());
@@ -214,7 +218,9 @@ int Launch(Options& o) {
     if (int rc = RunOurs(o, &ours); rc != 0) return rc;
     our_rounds.push_back(std::move(ours));
     if (!o.peers) continue;
-    for (auto& [name, results] : RunPeers(o.common)) peer_rounds[name].push_back(results);
+    for (auto& [name, results] : RunPeers(o.common, o.mpirun)) {
+      peer_rounds[name].push_back(results);
+    }
   }
   std::map<std::string, std::vector<Result>> peer_results;
   for (const auto& [name, rounds] : peer_rounds) peer_results[name] = MedianPerSize(rounds);
@@ -233,6 +239,9 @@ int main(int argc, char** argv) {
   app.add_option("--transport", o.transport, "Data-plane transport: tcp or verbs")
       ->capture_default_str();
   app.add_flag("--peers", o.peers, "Also run Gloo and Open MPI over TCP and print ratios");
+  app.add_option("--mpirun", o.mpirun,
+                 "With --peers: the mpirun the Open MPI peers launch with (default: "
+                 "$MIXNET_MPIRUN, else mpirun on PATH)");
   app.add_option("--rounds", o.rounds,
                  "Run ours then the peers this many times; report each one's median per size")
       ->capture_default_str()

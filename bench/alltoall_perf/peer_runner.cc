@@ -49,7 +49,8 @@ const peers::Result* Find(const std::vector<peers::Result>& v, size_t bytes) {
 
 }  // namespace
 
-std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& c) {
+std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& c,
+                                                           const std::string& mpirun) {
   std::map<std::string, std::vector<peers::Result>> out;
   const std::filesystem::path self = peers::SelfExePath();
   const std::filesystem::path dir = self.parent_path().parent_path() / "peers";
@@ -80,6 +81,9 @@ std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOpti
                                      "--timeout-s",
                                      std::to_string(c.timeout_s)};
     argv.insert(argv.end(), peer.extra.begin(), peer.extra.end());
+    if (!mpirun.empty() && std::string(peer.binary) == "mpi") {
+      argv.insert(argv.end(), {"--mpirun", mpirun});
+    }
     std::vector<std::string> lines = Capture(argv);
     for (const std::string& line : lines) {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);

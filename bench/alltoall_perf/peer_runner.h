@@ -14,8 +14,10 @@ namespace mixnet::bench {
 
 // Peer name ("gloo", "mpi" over TCP; "mpi_shm", Open MPI's shared-memory
 // BTL, a reference for the intra-host transport) -> results per size. A peer that is not built or
-// fails is reported on stderr and left out.
-std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& common);
+// fails is reported on stderr and left out. `mpirun`: the Open MPI peers'
+// mpirun (their --mpirun); empty: theirs ($MIXNET_MPIRUN, else PATH).
+std::map<std::string, std::vector<peers::Result>> RunPeers(const peers::PeerOptions& common,
+                                                           const std::string& mpirun = "");
 
 // Per size, the result with the median time over `rounds` (each one run's
 // results, one per size); sizes in first-seen order. Even counts take the

@@ -54,17 +54,19 @@ bool InMpiJob() {
 
 // Re-executes this binary under mpirun with N ranks and waits for it.
 int Launch(const MpiOptions& opts, int argc, char** argv) {
-  std::string mpirun = opts.mpirun;
-  if (mpirun.empty()) {
+  std::string wanted = opts.mpirun, from = "--mpirun";
+  if (wanted.empty()) {
     const char* env = std::getenv("MIXNET_MPIRUN");
-    mpirun = FindOnPath(env != nullptr && *env != '\0' ? env : "mpirun");
-  } else {
-    mpirun = FindOnPath(mpirun);
+    const bool set = env != nullptr && *env != '\0';
+    wanted = set ? env : "mpirun";
+    from = set ? "MIXNET_MPIRUN" : "PATH";
   }
+  const std::string mpirun = FindOnPath(wanted);
   if (mpirun.empty()) {
     std::fprintf(stderr,
-                 "mixnet_alltoall_mpi: mpirun not found on PATH (apt-get install openmpi-bin, "
-                 "or set MIXNET_MPIRUN / --mpirun)\n");
+                 "mixnet_alltoall_mpi: mpirun '%s' (from %s) not found or not executable "
+                 "(apt-get install openmpi-bin, or set MIXNET_MPIRUN / --mpirun)\n",
+                 wanted.c_str(), from.c_str());
     return 1;
   }
   std::string self = SelfExePath();

@@ -3,9 +3,11 @@
 // size and local rank; the store goes on 127.0.0.1, every rank being on this
 // host), and by a torchrun-style environment (RANK, WORLD_SIZE, LOCAL_RANK,
 // MASTER_ADDR, MASTER_PORT) in 4 processes. Each run must check and time
-// every size and print rank 0's JSON lines for 4 ranks. A partial
-// environment must fail at once naming what is missing. Skips when mpirun is
-// not installed. Runs on the test thread (the ranks are child processes).
+// every size and print rank 0's JSON lines for 4 ranks (or, without --json,
+// its table with the column header). A partial environment must fail at
+// once naming what is missing. `--peers --mpirun PATH` hands PATH to the
+// Open MPI peers. Skips when mpirun is not installed. Runs on the test
+// thread (the ranks are child processes).
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -66,6 +69,41 @@ TEST(AlltoallPerfLaunch, MpirunWithoutRankFlags) {
                                        " --sizes 64K,1M --iters 2 --warmup 1 --json"),
                           120);
   ExpectFourRankResults(r);
+}
+
+// The table a job launcher's ranks print starts with its column header, as
+// in --ranks mode.
+TEST(AlltoallPerfLaunch, MpirunTableHasItsHeader) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+  }
+  BinaryRun r = RunBinary("mpirun",
+                          absl::StrCat("--allow-run-as-root --oversubscribe -np 2 ", kBench,
+                                       " --sizes 64K --iters 1 --warmup 0"),
+                          120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t header = r.out.find("bytes/peer");
+  const size_t row = r.out.find("65536");
+  ASSERT_NE(header, std::string::npos) << "no column header:\n" << r.out;
+  ASSERT_NE(row, std::string::npos) << r.out;
+  EXPECT_LT(header, row) << r.out;
+}
+
+// --mpirun goes to the Open MPI peers: theirs runs with a real mpirun, and
+// fails (left out of the report) with one that does not exist.
+TEST(AlltoallPerfLaunch, PeersTakeTheMpirunGiven) {
+  BinaryRun which = RunBinary("sh", "-c 'command -v mpirun'", 10);
+  std::string mpirun(absl::StripAsciiWhitespace(which.out));
+  if (which.exit_code != 0 || mpirun.empty()) {
+    GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+  }
+  const std::string args = " --ranks 2 --sizes 4K --iters 1 --warmup 0 --json --peers --mpirun ";
+  BinaryRun good = RunBinary(kBench, absl::StrCat(args, mpirun), 180);
+  ASSERT_EQ(good.exit_code, 0) << good.out << good.err;
+  EXPECT_NE(good.out.find("\"mpi_busbw_GBps\""), std::string::npos) << good.out << good.err;
+  BinaryRun bad = RunBinary(kBench, absl::StrCat(args, "/nonexistent/mpirun"), 180);
+  ASSERT_EQ(bad.exit_code, 0) << bad.out << bad.err;
+  EXPECT_EQ(bad.out.find("\"mpi_busbw_GBps\""), std::string::npos) << bad.out;
 }
 
 TEST(AlltoallPerfLaunch, TorchrunStyleEnvironment) {
