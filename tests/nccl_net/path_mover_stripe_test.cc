@@ -272,6 +272,18 @@ TEST_F(PathMoverStripeTest, StripesFollowTheTopologyThroughPrepareAndCommit) {
   EXPECT_EQ(movers_[0]->stats().moves_abandoned, 0u);
 }
 
+// Part 0 of tag 7, the only part of `r`, guarded, on `lane`.
+void DescribeOnePart(Request& r, Comm& c, std::shared_ptr<Lane> lane, void* data, size_t size) {
+  r.comm = &c;
+  r.n = 1;
+  r.guarded = true;
+  r.lanes[0] = std::move(lane);
+  r.data[0] = data;
+  r.sizes[0] = size;
+  r.tags[0] = 7;
+  r.seqs[0] = 0;
+}
+
 // A striped lane over both circuits (its own connection on the first,
 // a stripe on the second) that the test never sends on.
 std::shared_ptr<Lane> SyntheticStripedLane() {
@@ -302,14 +314,8 @@ void StripeFailsWhileTested(PathMover& mover, Comm& c) {
   constexpr size_t kOwn = 600000, kStripe = 397312, kPrimary = kOwn + kStripe;
   std::shared_ptr<Lane> lane = SyntheticStripedLane();
   Request r;
-  r.comm = &c;
-  r.n = 1;
-  r.guarded = true;
-  r.lanes[0] = lane;
-  r.data[0] = buf.data();
-  r.sizes[0] = c.is_send ? kPrimary : buf.size();  // a send's: what a failover re-sends
-  r.tags[0] = 7;
-  r.seqs[0] = 0;
+  // A send's size: what a failover re-sends.
+  DescribeOnePart(r, c, lane, buf.data(), c.is_send ? kPrimary : buf.size());
   r.parts[0] = std::make_unique<ScriptedRequest>(0, absl::OkStatus(), kOwn);
   SplitPart& sp = r.split[0];
   sp.min_bytes = 65536;
@@ -371,14 +377,7 @@ TEST_F(PathMoverStripeTest, AFailedCommNeverCompletesAPartWhosePieceIsStillPoste
   lane->path.split_min_bytes = 65536;
   lane->connection = std::make_unique<IdleConnection>();
   Request r;
-  r.comm = &recv_;
-  r.n = 1;
-  r.guarded = true;
-  r.lanes[0] = lane;
-  r.data[0] = buf.get();
-  r.sizes[0] = kBuf;
-  r.tags[0] = 7;
-  r.seqs[0] = 0;
+  DescribeOnePart(r, recv_, lane, buf.get(), kBuf);
   r.parts[0] = std::make_unique<ScriptedRequest>(0, absl::OkStatus(), kPrimary);
   SplitPart& sp = r.split[0];
   sp.min_bytes = 65536;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,28 +151,37 @@ class PathMoverTest : public ::testing::Test {
     std::shared_ptr<Lane> lane;
   };
 
-  // Posts one part as the plugin does, retrying (and advancing the move)
-  // while LanesFor says "not now".
-  Posted Post(Comm& c, uint32_t tag, void* buf, size_t size) {
+  // Calls `post(lane)` with the comm's mutex held once LanesFor gives the
+  // lane for `tag`, retrying (and advancing the move) while it says "not
+  // now"; nullopt when it never does.
+  template <typename Post>
+  auto OnLane(Comm& c, uint32_t tag, Post post)
+      -> std::optional<decltype(post(std::shared_ptr<Lane>()))> {
     PathMover* mover = (&c == &send_ ? hosts_[0] : hosts_[1]).mover.get();
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       {
         absl::MutexLock l(&c.mu);
         std::shared_ptr<Lane> lane;
-        if (LanesFor(c, &tag, 1, &lane)) {
-          auto r = c.is_send ? lane->connection->Isend(buf, size, tag)
-                             : lane->connection->Irecv(buf, size, tag);
-          EXPECT_TRUE(r.ok()) << r.status();
-          CountPosted(c, &tag, 1, &lane);
-          return Posted{r.ok() ? *std::move(r) : nullptr, lane};
-        }
+        if (LanesFor(c, &tag, 1, &lane)) return post(std::move(lane));
         mover->Advance(c);
       }
       absl::SleepFor(absl::Microseconds(200));
     }
     ADD_FAILURE() << "posting on " << (c.is_send ? "send" : "recv") << " comm never allowed";
-    return Posted{};
+    return std::nullopt;
+  }
+
+  // Posts one part as the plugin does, on the transport directly.
+  Posted Post(Comm& c, uint32_t tag, void* buf, size_t size) {
+    std::optional<Posted> p = OnLane(c, tag, [&](std::shared_ptr<Lane> lane) {
+      auto r = c.is_send ? lane->connection->Isend(buf, size, tag)
+                         : lane->connection->Irecv(buf, size, tag);
+      EXPECT_TRUE(r.ok()) << r.status();
+      CountPosted(c, &tag, 1, &lane);
+      return Posted{r.ok() ? *std::move(r) : nullptr, lane};
+    });
+    return p.has_value() ? std::move(*p) : Posted{};
   }
 
   // Waits for a part and releases its lane reference as Test does.
@@ -186,13 +196,8 @@ class PathMoverTest : public ::testing::Test {
   // Posts a one-part request the way Plugin::Isend / Irecv do: on the lane
   // LanesFor picks, through PostSendPart / PostRecvPart, counted and live.
   std::unique_ptr<Request> PostRequest(Comm& c, uint32_t tag, void* buf, size_t size) {
-    PathMover* mover = (&c == &send_ ? hosts_[0] : hosts_[1]).mover.get();
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      {
-        absl::MutexLock l(&c.mu);
-        std::shared_ptr<Lane> lane;
-        if (LanesFor(c, &tag, 1, &lane)) {
+    std::optional<std::unique_ptr<Request>> p =
+        OnLane(c, tag, [&](std::shared_ptr<Lane> lane) -> std::unique_ptr<Request> {
           auto r = std::make_unique<Request>();
           r->comm = &c;
           r->n = 1;
@@ -210,13 +215,8 @@ class PathMoverTest : public ::testing::Test {
           CountPosted(c, &tag, 1, &lane);
           c.live.insert(r.get());
           return r;
-        }
-        mover->Advance(c);
-      }
-      absl::SleepFor(absl::Microseconds(200));
-    }
-    ADD_FAILURE() << "posting on " << (c.is_send ? "send" : "recv") << " comm never allowed";
-    return nullptr;
+        });
+    return p.has_value() ? std::move(*p) : nullptr;
   }
 
   // Tests a guarded request as Plugin::Test does until it is complete, and
