@@ -92,6 +92,10 @@ TEST(AlltoallPerfLaunch, MpirunTableHasItsHeader) {
 // --mpirun goes to the Open MPI peers: theirs runs with a real mpirun, and
 // fails (left out of the report) with one that does not exist.
 TEST(AlltoallPerfLaunch, PeersTakeTheMpirunGiven) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under ASan the Open MPI peer fails on Open MPI's own leaks (LeakSanitizer); "
+                  "the plain build runs this";
+#endif
   BinaryRun which = RunBinary("sh", "-c 'command -v mpirun'", 10);
   std::string mpirun(absl::StripAsciiWhitespace(which.out));
   if (which.exit_code != 0 || mpirun.empty()) {
@@ -100,6 +104,9 @@ TEST(AlltoallPerfLaunch, PeersTakeTheMpirunGiven) {
   const std::string args = " --ranks 2 --sizes 4K --iters 1 --warmup 0 --json --peers --mpirun ";
   BinaryRun good = RunBinary(kBench, absl::StrCat(args, mpirun), 180);
   ASSERT_EQ(good.exit_code, 0) << good.out << good.err;
+  if (good.err.find("mixnet_alltoall_mpi\" not built") != std::string::npos) {
+    GTEST_SKIP() << "the Open MPI peer is not built (no Open MPI development files)";
+  }
   EXPECT_NE(good.out.find("\"mpi_busbw_GBps\""), std::string::npos) << good.out << good.err;
   BinaryRun bad = RunBinary(kBench, absl::StrCat(args, "/nonexistent/mpirun"), 180);
   ASSERT_EQ(bad.exit_code, 0) << bad.out << bad.err;
