@@ -12,8 +12,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin
-  iproute2 iputils-ping procps gnuplot-nox ccache
-  python3-dev pybind11-dev python3-torch
+  iproute2 iputils-ping procps gnuplot-nox ccache curl
+  python3-dev pybind11-dev python3-torch python3-yaml
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

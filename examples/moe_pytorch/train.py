@@ -24,6 +24,7 @@ dispatch ran.
 
 import argparse
 import math
+import os
 import sys
 import time
 
@@ -220,6 +221,7 @@ def main():
     mixnet.init(store=args.store)  # rank / world size from RANK / WORLD_SIZE (or srun, mpirun)
     rank, world = mixnet.rank(), mixnet.world_size()
     if args.trace_out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.trace_out)), exist_ok=True)
         mixnet.record_trace(f"{args.trace_out}.{rank}")
     if world < 2 or world % 2:
         sys.exit("train.py: needs an even number of ranks (4 to 8 intended)")

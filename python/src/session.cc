@@ -2,6 +2,7 @@
 #include "python/src/session.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <numeric>
 #include <span>
@@ -277,8 +278,14 @@ absl::StatusOr<GateRow> Session::ReportGate(const GateReport& r) {
 
 absl::Status Session::RecordTrace(const std::string& path) {
   RETURN_IF_ERROR(FlushTrace());
+  errno = 0;
   auto out = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc);
-  if (!*out) return absl::InvalidArgumentError(absl::StrCat("trace file ", path, ": cannot open"));
+  if (!*out) {
+    const int err = errno;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace file ", path, ": cannot open",
+        err != 0 ? absl::StrCat(": ", ErrnoText(err), " (errno ", err, ")") : std::string()));
+  }
   trace_ = std::move(out);
   trace_path_ = path;
   return absl::OkStatus();
