@@ -279,16 +279,16 @@ def run_all(args, blocks, table):
         py_dir = os.path.dirname(args.python) if args.python else ""
         env["PATH"] = os.pathsep.join(p for p in (bindir, py_dir, env.get("PATH", "")) if p)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        jobs, done_blocks = [], set()
+        jobs, seen = [], set()
         for b in blocks:
             for line, cmd in b.commands:
                 e = table[cmd]
                 kind = e["kind"]
                 where = f"{b.path}:{line}"
                 if kind == "block":
-                    if b.where() in done_blocks:
+                    if b.where() in seen:
                         continue
-                    done_blocks.add(b.where())
+                    seen.add(b.where())
                     script = "\n".join(c for _, c in b.commands)
                     entries = [table[c] for _, c in b.commands]
                     jobs.append((b.where(), f"block of {len(b.commands)} commands", script,
@@ -297,9 +297,9 @@ def run_all(args, blocks, table):
                                  [x["cleanup"] for x in entries if x.get("cleanup")]))
                 elif kind in ("run", "as"):
                     script = cmd if kind == "run" else " ".join(str(e["with"]).split())
-                    if ("script", script) in done_blocks:
+                    if ("script", script) in seen:
                         continue  # documented twice, or two lines with one form: runs once
-                    done_blocks.add(("script", script))
+                    seen.add(("script", script))
                     jobs.append((where, cmd, script, bool(e.get("root")), e.get("timeout", 180),
                                  [e["cleanup"]] if e.get("cleanup") else []))
                 elif kind == "skip":
