@@ -86,17 +86,20 @@ def markdown_files(source):
 
 def strip_comment(line):
     """The line up to an unquoted `#` that starts a word."""
-    quote = None
-    for i, c in enumerate(line):
+    quote, i = None, 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and quote != "'":
+            i += 2  # an escaped character, quoted or not
+            continue
         if quote:
             if c == quote:
                 quote = None
-            elif c == "\\" and quote == '"':
-                continue
         elif c in "'\"":
             quote = c
         elif c == "#" and (i == 0 or line[i - 1].isspace()):
             return line[:i]
+        i += 1
     return line
 
 
@@ -234,6 +237,21 @@ def program_dir(programs, workdir):
     return bindir
 
 
+def stop_group(pgid, grace_s=5.0):
+    """SIGTERM to what a script left running (daemons started with `&`), and
+    SIGKILL only after `grace_s`: a daemon stopped gracefully removes its
+    ready file and saves its state (mixnet-ocsd with metrics takes 2 s)."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            os.killpg(pgid, 0)
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_script(script, cwd, env, timeout):
     """(rc, seconds, output); the whole process group is killed afterwards."""
     start = time.monotonic()
@@ -251,12 +269,7 @@ def run_script(script, cwd, env, timeout):
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             rc = None
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-            time.sleep(0.2)
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_group(p.pid)
         if rc is None:
             p.wait()
         out.seek(0)
