@@ -29,7 +29,7 @@ binaries under their installed names, as the packages install them) and a
 leaves running are killed with its process group.
 
 Subcommands:
-  check --source DIR [--ctest-list FILE]   inventory only (fast; label cpu)
+  check --source DIR [--test-names FILE]   inventory only (fast; label cpu)
   run --source DIR --build DIR --program NAME=PATH ...   check, then run
 """
 
@@ -179,7 +179,7 @@ def load_dispositions(path):
     return table, problems
 
 
-def inventory(source, dispositions_path, ctest_list=None):
+def inventory(source, dispositions_path, test_names=None):
     """(blocks, table, problems): every command has exactly one entry."""
     blocks, problems = [], []
     for rel in markdown_files(source):
@@ -206,12 +206,12 @@ def inventory(source, dispositions_path, ctest_list=None):
     for cmd in table:
         if cmd not in seen:
             problems.append(f"stale entry (no Markdown shows it any more): `{cmd}`")
-    if ctest_list:
-        with open(ctest_list, encoding="utf-8") as f:
-            registered = set(re.findall(r"Test\s+#\d+: (\S+)", f.read()))
+    if test_names:
+        with open(test_names, encoding="utf-8") as f:
+            registered = set(f.read().split())
         for cmd, e in table.items():
             if e.get("kind") == "test" and e.get("test") not in registered:
-                problems.append(f"`{cmd}`: names test {e.get('test')!r}, which ctest does not list")
+                problems.append(f"`{cmd}`: names test {e.get('test')!r}, which is not registered")
     return blocks, table, problems
 
 
@@ -355,14 +355,14 @@ def main():
     ap.add_argument("mode", choices=["check", "run"])
     ap.add_argument("--source", required=True, help="the checkout's root")
     ap.add_argument("--dispositions", help="default: commands.yaml next to this script")
-    ap.add_argument("--ctest-list", help="output of `ctest -N` to check `test` entries against")
+    ap.add_argument("--test-names", help="the registered tests, one a line, to check `test` entries against")
     ap.add_argument("--build", help="run: the build folder under test")
     ap.add_argument("--program", action="append", default=[], help="run: NAME=PATH of an installed program")
     ap.add_argument("--python", help="run: the Python with torch (its folder leads PATH)")
     ap.add_argument("--only", help="run: only the commands matching this regex")
     args = ap.parse_args()
     dispositions = args.dispositions or os.path.join(os.path.dirname(os.path.abspath(__file__)), "commands.yaml")
-    blocks, table, problems = inventory(args.source, dispositions, args.ctest_list)
+    blocks, table, problems = inventory(args.source, dispositions, args.test_names)
     n = sum(len(b.commands) for b in blocks)
     print(f"doc commands: {n} commands in {len(blocks)} fenced blocks, {len(table)} dispositions")
     for p in problems:
