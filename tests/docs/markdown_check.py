@@ -36,8 +36,8 @@ LINK = re.compile(r"(?<!\!)\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\
 FENCE = re.compile(r"^\s*(```+|~~~+)")
 
 
-def prose_lines(text):
-    """(line number, line) outside fenced blocks, with code spans blanked."""
+def outside_fences(text):
+    """(line number, line) of the lines outside fenced blocks."""
     fence = None
     for n, line in enumerate(text.split("\n"), 1):
         m = FENCE.match(line)
@@ -46,26 +46,21 @@ def prose_lines(text):
                 fence = m.group(1)
             elif line.strip().startswith(fence):
                 fence = None
-            continue
-        if fence is None:
-            yield n, re.sub(r"`[^`]*`", lambda s: " " * len(s.group(0)), line)
+        elif fence is None:
+            yield n, line
+
+
+def prose_lines(text):
+    """outside_fences, with code spans blanked."""
+    for n, line in outside_fences(text):
+        yield n, re.sub(r"`[^`]*`", lambda s: " " * len(s.group(0)), line)
 
 
 def heading_ids(text):
     """GitHub's ids of a file's headings: lower case, punctuation dropped,
     spaces to '-', a repeated id numbered -1, -2, ..."""
     ids, seen = set(), {}
-    fence = None
-    for line in text.split("\n"):
-        m = FENCE.match(line)
-        if m:
-            if fence is None:
-                fence = m.group(1)
-            elif line.strip().startswith(fence):
-                fence = None
-            continue
-        if fence is not None:
-            continue
+    for _, line in outside_fences(text):
         h = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if not h:
             continue
