@@ -32,7 +32,7 @@ struct FabricShape {
   int hosts = 8;
   int ocs_nics = 3;  // k
   // Every NIC's rate. Low on purpose: two shared cores move every byte of
-  // 8 hosts x (1 + k) NICs (see examples/demo/README.md for how the default
+  // 8 hosts x (1 + k) NICs (see docs/design/demo.md for how the default
   // was chosen).
   double gbps = 0.025;
   double switch_ms = 25;

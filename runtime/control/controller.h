@@ -6,7 +6,7 @@
 // (planner::ClusterPlanner), decides whether switching pays and runs the
 // reconfiguration round (PREPARE -> Apply on the switches -> settle ->
 // COMMIT) with a persisted, strictly increasing fencing epoch. See
-// runtime/control/README.md for the planning policy and failure behaviour.
+// docs/design/controller.md for the planning policy and failure behaviour.
 //
 // The gRPC service (controller_service.h) is a thin adapter over the public
 // methods here, which use the proto messages directly.
