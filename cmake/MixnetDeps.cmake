@@ -10,6 +10,17 @@ find_package(nlohmann_json REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBNL REQUIRED IMPORTED_TARGET libnl-3.0 libnl-route-3.0)
 
+# GLPK (libglpk-dev): the all-to-all oracle's linear programs
+# (runtime/planner/oracle.h). Required.
+find_path(GLPK_INCLUDE_DIR glpk.h)
+find_library(GLPK_LIBRARY glpk)
+if(NOT GLPK_INCLUDE_DIR OR NOT GLPK_LIBRARY)
+  message(FATAL_ERROR "MixNet: GLPK not found (apt-get install libglpk-dev, or ./scripts/install-deps.sh)")
+endif()
+add_library(mixnet_glpk INTERFACE)
+target_include_directories(mixnet_glpk INTERFACE ${GLPK_INCLUDE_DIR})
+target_link_libraries(mixnet_glpk INTERFACE ${GLPK_LIBRARY})
+
 # RDMA verbs: optional.
 set(MIXNET_HAVE_VERBS OFF)
 if(MIXNET_WITH_VERBS)

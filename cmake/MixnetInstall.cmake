@@ -34,7 +34,7 @@ install(TARGETS nccl_net_mixnet LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMP
 # --- executables -------------------------------------------------------------
 # mixnet-demo and mixnet_fabricsim are not installed: they read data files
 # from the source tree (MIXNET_DEMO_PRICES_PATH, MIXNET_SIM_DATA_DIR).
-set(_tools mixnetctl mixnet-fabric)
+set(_tools mixnetctl mixnet-fabric mixnet-oracle)
 foreach(_bench mixnet_alltoall_perf mixnet_alltoall_gloo mixnet_alltoall_mpi mixnet_ocs_bench
     mixnet_planner_bench mixnet_nccl_plugin_bench mixnet_tcp_bidir_bench mixnet_route_bench)
   if(TARGET ${_bench})

@@ -11,7 +11,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
-  libgloo-dev libopenmpi-dev openmpi-bin
+  libgloo-dev libopenmpi-dev openmpi-bin libglpk-dev
   iproute2 iputils-ping procps gnuplot-nox ccache curl
   python3-dev pybind11-dev python3-torch python3-yaml
 )

@@ -1,0 +1,91 @@
+// The all-to-all oracle: for the byte matrix one all-to-all carried, the
+// shortest time any schedule could take on a fabric of EPS NICs and circuits,
+// as linear programs over every direct and two-hop path (solved with GLPK).
+// Three figures, each a floor (bytes over link capacity, no protocol, no
+// latency):
+//  (a) NonblockingFloor: every NIC of every host on one non-blocking switch;
+//  (b) InstalledFloor: the circuits that were installed, best routing on them;
+//  (c) SearchBestFloor: the best circuit set the switch allows (ports per host,
+//      one circuit per port, a pair may hold several), from a local search
+//      with (b) as its inner step, beside a lower bound (the LP relaxation
+//      with fractional circuits) that no circuit set beats.
+// Paths of a pair (i, j): EPS; its own circuits; through any third host k:
+// circuit then circuit, EPS then circuit, circuit then EPS. Every NIC's
+// capacity counts in both directions. Pure functions, callable from any
+// thread (each call builds and frees its own GLPK problem).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/locality/traffic_matrix.h"
+#include "runtime/planner/fluid_model.h"
+
+namespace mixnet::planner {
+
+struct OracleFabric {
+  std::vector<double> eps_Bps;       // per host: EPS bytes/s per direction (its EPS NICs summed)
+  std::vector<int> ocs_ports;        // per host: OCS ports, one circuit each
+  std::vector<double> ocs_port_Bps;  // per host: one OCS port's bytes/s per direction
+  // Wire bytes per payload byte (headers, ACKs): matrix entries are scaled by
+  // it before they meet the link rates. At least 1.
+  double wire_overhead = 1.0;
+
+  int hosts() const { return static_cast<int>(eps_Bps.size()); }
+  // The rate of one circuit between a and b: the slower end's port.
+  double circuit_Bps(int a, int b) const;
+  // InvalidArgument naming the host and field: lists of different lengths,
+  // negative or non-finite rates, negative ports, overhead below 1.
+  absl::Status Validate() const;
+};
+
+// (a): max over hosts of max(egress, ingress) wire bytes over all the host's
+// NICs (EPS plus every OCS port at its rate). 0 for a matrix without
+// off-diagonal bytes.
+absl::StatusOr<double> NonblockingFloor(const TrafficMatrix& demand, const OracleFabric& fabric);
+
+struct OracleOptions {
+  // Two-hop paths (circuit-circuit, EPS-circuit, circuit-EPS) besides the
+  // direct ones; false: each pair on its own circuits and EPS only.
+  bool two_hop = true;
+  // Inner LPs the search may solve (the starts included); it also stops at a
+  // local optimum or when a set meets the lower bound.
+  int max_evaluations = 400;
+};
+
+// (b): the best routing's time on `circuits` (each joins two distinct hosts;
+// the Bps field is ignored: a circuit runs at circuit_Bps). Infinity when
+// some pair has bytes and no path. InvalidArgument for a circuit outside the
+// fabric, a self-loop or more circuits at a host than its ports; Internal
+// naming GLPK's status when the solver fails.
+absl::StatusOr<double> InstalledFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
+                                      const std::vector<UndirectedCircuit>& circuits,
+                                      const OracleOptions& options = {});
+
+struct BestFloor {
+  double floor_s = 0;                       // (c): the best set found, best routing on it
+  double lower_bound_s = 0;                 // the relaxation: no circuit set beats it
+  std::vector<UndirectedCircuit> circuits;  // the set that gave floor_s
+  int evaluations = 0;                      // inner LPs solved
+  bool at_bound = false;                    // floor_s meets lower_bound_s (optimal)
+};
+
+// (c). `start`, when given (e.g. the installed circuits), is one of the
+// search's starting points; the other is the relaxation rounded to whole
+// circuits. Errors as InstalledFloor.
+absl::StatusOr<BestFloor> SearchBestFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
+                                          const std::vector<UndirectedCircuit>* start = nullptr,
+                                          const OracleOptions& options = {});
+
+// The relaxation alone: the LP of (b) with a fractional circuit count per
+// pair (at most each host's ports in all). Also returns the counts per
+// unordered pair (row-major n x n, symmetric) for rounding.
+struct Relaxation {
+  double lower_bound_s = 0;
+  std::vector<double> circuits;
+};
+absl::StatusOr<Relaxation> RelaxedFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
+                                        const OracleOptions& options = {});
+
+}  // namespace mixnet::planner
