@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::string fabrics = absl::StrJoin(o.fabrics, ",");
-  bool sweep = false, no_progress = false;
+  bool sweep = false, no_progress = false, no_oracle = false;
   CLI::App app{
       "mixnet-demo: MoE training steps (forward and backward, every all-to-all byte-checked) on "
       "five fabrics\nof one emulated cluster (as root; loopback otherwise): EPS only, an "
@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
                "affine share {0.25,0.5,0.75,0.9} x switching {10,25,100} ms for mixnet, static "
                "and nonblocking; prints the ratio table");
   app.add_flag("--no-progress", no_progress, "no progress lines on stderr");
+  app.add_flag("--no-oracle", no_oracle,
+               "skip the oracle's floors per phase and the split of mixnet's gap by cause");
   app.add_flag("--keep", o.keep, "leave namespaces and the run dir (debugging)");
   app.add_flag("--keep-dir", o.keep_dir,
                "leave the run dir (configs, specs, results; mixnet-demo simulate --run-dir "
@@ -199,6 +201,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   o.progress = !no_progress;
+  o.oracle = !no_oracle;
   if (relay == "on" && o.router != "v2") {
     std::cerr << "mixnet-demo: --relay on needs --router v2\n";
     return 2;

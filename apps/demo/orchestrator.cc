@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/demo/children.h"
+#include "apps/demo/oracle_phase.h"
 #include "apps/demo/phase_result.h"
 #include "apps/demo/report.h"
 #include "apps/demo/run_config.h"
@@ -280,6 +281,7 @@ class Demo {
     if (!waited.ok()) return Annotate(waited, absl::StrCat(name, " phase"));
     // The same prediction `mixnet-demo simulate` makes from the run dir.
     if (read.ok()) SimulatePhase(SimulationOf(kind, c), spec, w_, r);
+    if (read.ok() && o_.oracle) OraclePhase(kind, c.loopback, spec, w_, oracle_cache_, r);
     return read;
   }
 
@@ -389,6 +391,7 @@ class Demo {
   const std::vector<cluster::CircuitSpec> static_circuits_;
   const std::vector<double> static_demand_;
   const uint64_t expected_;
+  OracleCache oracle_cache_;  // best-floor searches, shared by the phases
   std::vector<std::string> ctl_argv_;
 };
 
@@ -577,6 +580,7 @@ int RunSweep(DemoOptions o) {
   int rc = 0;
   for (double share : {0.25, 0.5, 0.75, 0.9}) {
     DemoOptions base = o;
+    base.oracle = false;  // the sweep's tables have no oracle columns
     base.workload.affine_share = share;
     absl::StatusOr<Workload> ws = Workload::Create(base.workload);
     if (!ws.ok()) return 2;

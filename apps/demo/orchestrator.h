@@ -59,6 +59,9 @@ struct DemoOptions {
   // Router v2: plans (and static's split) may relay through a third host
   // (controller --relay; the workers forward inside their collectives).
   bool relay = false;
+  // The oracle's floors of every phase's all-to-alls and the split of mixnet's
+  // gap by cause (oracle_phase.h); --sweep turns it off.
+  bool oracle = true;
   double timeout_s = 0;  // per phase; 0: from the run length
   // Fault injection (mixnet phase): SIGKILL the controller this long after the
   // workers start (0: never), leave it down for controller_down_s, then

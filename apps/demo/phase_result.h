@@ -47,6 +47,19 @@ struct A2aRouting {
   router::RoutingPlan plan;
 };
 
+// The oracle's floors of a phase's all-to-alls (oracle_phase.h), each the
+// mean per iteration of the sum over the iteration's all-to-alls, in ms.
+struct OracleFigures {
+  bool computed = false;
+  std::string why;              // why not, when not computed
+  double nonblocking_ms = 0;    // (a) every NIC on one non-blocking switch
+  double installed_ms = 0;      // (b) the best routing on the phase's circuits
+  bool has_best = false;        // (c) and its bound: fabrics with OCS ports
+  double best_ms = 0;           // (c) the best circuit set for each all-to-all
+  double lower_bound_ms = 0;    // the relaxation: no circuit set beats it
+  double slowest_solve_ms = 0;  // the longest oracle call for one all-to-all
+};
+
 // mixnet: the controller's round times (PhaseResult::round_*), written by
 // the orchestrator into the phase's results dir.
 inline constexpr const char* kControllerTimesFile = "controller.json";
@@ -65,6 +78,7 @@ struct PhaseResult {
   double cpu_idle = -1;      // idle share of all CPUs during the all-to-alls (-1: unknown)
   // Per (iteration, seq) all-to-all, how rank 0 routed it (mixnet).
   std::map<std::pair<int64_t, int>, A2aRouting> routing;
+  OracleFigures oracle;       // the oracle's floors of the same all-to-alls (oracle_phase.h)
   bool simulated = false;     // the iterations' simulated_* are the simulator's (simulation.h)
   std::string simulated_why;  // why not, when not
   // mixnet: controller rounds (GetStatus) and what the workers saw.

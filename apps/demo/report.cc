@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "apps/demo/oracle_report.h"
 #include "emulation/emulated_fabric.h"
 #include "nlohmann/json.hpp"
 
@@ -179,6 +180,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       }
     }
   }
+  PrintOracle(phases);
   uint64_t verified = 0, expected = 0, lost = 0;
   for (const PhaseResult& p : phases) {
     verified += p.bytes_verified;
@@ -233,6 +235,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       j["cpu_idle"] = p.cpu_idle;
       j["bytes_verified"] = p.bytes_verified;
       j["bytes_lost"] = Lost(p);
+      AddOracleJson(p, j);
       nlohmann::json per = nlohmann::json::array();
       nlohmann::ordered_json detail = nlohmann::ordered_json::array();
       for (const IterationStats& s : p.iterations) {
@@ -272,6 +275,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
                                 {"mixnet_vs_oversub", Ratio(mix, ov, cpu_bound)},
                                 {"mixnet_vs_static", Ratio(mix, st, cpu_bound)},
                                 {"oversub_ratio", v.cost.ratio},
+                                {"gap_split", GapSplitJson(phases)},
                                 {"bytes_verified", verified},
                                 {"bytes_lost", lost}};
     std::printf("%s\n", s.dump().c_str());

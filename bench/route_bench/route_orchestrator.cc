@@ -211,6 +211,9 @@ class Launcher {
     f.what = p.c.what;
     f.circuits = static_cast<int>(p.plan.circuits.size());
     f.lower_bound_ms = p.plan.lower_bound_s * 1e3;
+    f.oracle_installed_ms = p.plan.oracle_installed_s * 1e3;
+    f.oracle_best_ms = p.plan.oracle_best_s * 1e3;
+    f.oracle_bound_ms = p.plan.oracle_bound_s * 1e3;
     const uint64_t payload = p.c.OffDiagonalBytes();
     ASSIGN_OR_RETURN(f.v1, Summarise(p.c.name, "v1", by_router["v1"], o_.warmup, hosts_, rates_,
                                      payload, p.plan.v1_model_s));

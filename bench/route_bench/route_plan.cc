@@ -4,10 +4,12 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "apps/demo/oracle_phase.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
 #include "runtime/planner/cluster_planner.h"
 #include "runtime/planner/fluid_model.h"
+#include "runtime/planner/oracle.h"
 #include "runtime/planner/routing.h"
 #include "runtime/router/route_table.h"
 #include "sim/emulated_cluster.h"
@@ -68,6 +70,18 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
                    sim::PredictAlltoall(spec, tables, demand, fabric));
   out.v1_sim_s = v1.time_s;
   out.v2_sim_s = v2.time_s;
+  // The oracle on the same matrix: payload bytes, as the model's times.
+  planner::OracleFabric oracle_fabric = demo::OracleFabricOf(spec);
+  oracle_fabric.wire_overhead = 1;
+  std::vector<planner::UndirectedCircuit> installed;
+  for (const planner::PlannedCircuit& c : plan.circuits)
+    installed.push_back({c.a.host, c.b.host, 0});
+  ASSIGN_OR_RETURN(out.oracle_installed_s,
+                   planner::InstalledFloor(demand, oracle_fabric, installed));
+  ASSIGN_OR_RETURN(const planner::BestFloor best,
+                   planner::SearchBestFloor(demand, oracle_fabric, &installed));
+  out.oracle_best_s = best.floor_s;
+  out.oracle_bound_s = best.lower_bound_s;
   // The bytes v2's relays carry a second time.
   for (size_t s = 0; s < tables.size(); ++s) {
     for (size_t d = 0; d < tables.size(); ++d) {

@@ -31,6 +31,12 @@ struct CasePlan {
   // Payload bytes v2's relays forward (the second hop of every relayed
   // byte), from every host's table: they cross the NICs twice.
   double v2_relayed_bytes = 0;
+  // The oracle (runtime/planner/oracle.h), payload bytes like the model:
+  // (b) the best routing over direct and two-hop paths on these circuits,
+  // (c) the best circuit set's, and the relaxation's bound under (c).
+  double oracle_installed_s = 0;
+  double oracle_best_s = 0;
+  double oracle_bound_s = 0;
 };
 
 // `spec` holds one region of all its hosts (in spec order, the order of

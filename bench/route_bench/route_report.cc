@@ -28,6 +28,9 @@ nlohmann::ordered_json RowJson(const CaseFigures& c, const RouterFigures& f, con
                               {"model_ms", f.model_ms},
                               {"wire_factor", f.wire_factor},
                               {"lower_bound_ms", c.lower_bound_ms},
+                              {"oracle_installed_ms", c.oracle_installed_ms},
+                              {"oracle_best_ms", c.oracle_best_ms},
+                              {"oracle_bound_ms", c.oracle_bound_ms},
                               {"circuits", c.circuits},
                               {"relay", info.relay},
                               {"control_tc", info.control_tos},
@@ -89,6 +92,13 @@ void PrintCase(const CaseFigures& c, const RunInfo& info, bool json, std::ostrea
         Pct(f->utilisation), f->busiest, f->retransmits, f->cpu_idle < 0 ? "?" : Pct(f->cpu_idle),
         first ? "" : absl::StrFormat("%.2f", c.ratio()), f->cold_ms,
         f->predicted_ms > 0 ? f->cold_ms / f->predicted_ms : 0.0);
+  }
+  if (!json) {
+    out << absl::StrFormat(
+        "%-13s oracle, payload ms: (b) these circuits %.1f, (c) best circuits %.1f (bound %.1f); "
+        "model v1 %.1f, v2 %.1f\n",
+        "", c.oracle_installed_ms, c.oracle_best_ms, c.oracle_bound_ms, c.v1.model_ms,
+        c.v2.model_ms);
   }
   out.flush();
 }

@@ -103,6 +103,9 @@ struct CaseFigures {
   std::string what;
   int circuits = 0;
   double lower_bound_ms = 0;
+  // The oracle's floors, payload bytes (route_plan.h): on the case's
+  // circuits, on the best circuit set, and the bound under the latter.
+  double oracle_installed_ms = 0, oracle_best_ms = 0, oracle_bound_ms = 0;
   RouterFigures v1, v2;
   double ratio() const { return v1.measured_ms > 0 ? v2.measured_ms / v1.measured_ms : 0; }
 };

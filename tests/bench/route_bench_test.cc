@@ -94,6 +94,11 @@ TEST(RouteBenchPlan, PartnerPairsGetCircuitsAndV2SplitsOverEps) {
   EXPECT_NEAR(p->v1_sim_s, 1.0 * 1547 / 1448, 1e-6);
   EXPECT_NEAR(p->v2_sim_s, 0.5 * 1547 / 1448, 1e-3);
   EXPECT_EQ(p->v2_relayed_bytes, 0);
+  // The oracle (payload bytes): on these circuits the best routing is v2's
+  // split, D / (c + E) = 0.5 s; no circuit set does better (every NIC busy).
+  EXPECT_NEAR(p->oracle_installed_s, 0.5, 1e-9);
+  EXPECT_NEAR(p->oracle_best_s, 0.5, 1e-9);
+  EXPECT_NEAR(p->oracle_bound_s, 0.5, 1e-9);
 }
 
 RankRecord Rec(int rank, int it, double ms, uint64_t rx, uint64_t tx, bool warm = true) {
