@@ -145,6 +145,13 @@ int main(int argc, char** argv) {
   app.add_option("--price-gbps", o.price_gbps,
                  "oversub: the link speed whose prices make it cost what MixNet costs")
       ->capture_default_str();
+  app.add_flag(
+      "--oversub-every-price", o.oversub_every_price,
+      "also run oversub at the cost-equal ratio of every other price row (oversub-100G, ...)");
+  app.add_option("--sim-model", o.sim_model,
+                 "model whose paper-scale all-to-all (the simulator's) the switching time is "
+                 "compared with")
+      ->capture_default_str();
   app.add_option("--prices", o.prices_path, "price file (sim/prices.yaml)")->capture_default_str();
   app.add_option("--static-iterations", o.static_iterations,
                  "static: plan from the mean matrix of this many first iterations")

@@ -50,6 +50,9 @@ absl::Status Compute(FabricKind kind, const cluster::ClusterSpec& spec, const Wo
   planner::OracleFabric installed_fabric = fabric;
   if (kind == FabricKind::kEps)
     std::fill(installed_fabric.ocs_ports.begin(), installed_fabric.ocs_ports.end(), 0);
+  for (IterationStats& s : r.iterations) {
+    s.oracle_nonblocking_ms = s.oracle_installed_ms = s.oracle_best_ms = 0;
+  }
   OracleFigures f;
   f.has_best = has_ports && kind != FabricKind::kEps;
   const int64_t iterations = static_cast<int64_t>(r.iterations.size());
@@ -82,8 +85,11 @@ absl::Status Compute(FabricKind kind, const cluster::ClusterSpec& spec, const Wo
       for (const absl::Status& s : {a.status(), b.status()}) {
         if (!s.ok()) return absl::Status(s.code(), absl::StrCat(name, ": ", s.message()));
       }
+      IterationStats& stats = r.iterations[static_cast<size_t>(it)];
       f.nonblocking_ms += 1000 * *a;
       f.installed_ms += 1000 * *b;
+      stats.oracle_nonblocking_ms += 1000 * *a;
+      stats.oracle_installed_ms += 1000 * *b;
       if (f.has_best) {
         auto key = std::make_pair(it, item.layer);
         auto found = cache.best.find(key);
@@ -95,6 +101,7 @@ absl::Status Compute(FabricKind kind, const cluster::ClusterSpec& spec, const Wo
           found = cache.best.emplace(key, std::move(*c)).first;
         }
         f.best_ms += 1000 * found->second.floor_s;
+        stats.oracle_best_ms += 1000 * found->second.floor_s;
         f.lower_bound_ms += 1000 * found->second.lower_bound_s;
       }
       f.slowest_solve_ms = std::max(f.slowest_solve_ms, MsSince(t0));
@@ -148,6 +155,9 @@ void OraclePhase(FabricKind kind, bool loopback, const cluster::ClusterSpec& spe
   if (absl::Status s = Compute(kind, spec, w, cache, r); !s.ok()) {
     r.oracle = OracleFigures{};
     r.oracle.why = absl::StrCat("oracle failed: ", s.ToString());
+    for (IterationStats& it : r.iterations) {
+      it.oracle_nonblocking_ms = it.oracle_installed_ms = it.oracle_best_ms = 0;
+    }
   }
 }
 

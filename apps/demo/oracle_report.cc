@@ -53,6 +53,16 @@ void PrintOracle(const std::vector<PhaseResult>& phases) {
                 best(p.oracle.lower_bound_ms).c_str(), p.Mean(&IterationStats::floor_ms),
                 p.Mean(&IterationStats::alltoall_ms), p.oracle.slowest_solve_ms);
   }
+  for (const PhaseResult& p : phases) {
+    if (!p.status.ok() || !p.oracle.computed || !p.oracle.has_best) continue;
+    std::printf("%s per iteration, (b) / (a) and (c) / (a):", p.fabric.c_str());
+    for (const IterationStats& s : p.iterations) {
+      if (s.oracle_nonblocking_ms <= 0) continue;
+      std::printf(" %.2f/%.2f", s.oracle_installed_ms / s.oracle_nonblocking_ms,
+                  s.oracle_best_ms / s.oracle_nonblocking_ms);
+    }
+    std::printf("\n");
+  }
   if (std::optional<GapSplit> g = Split(phases)) {
     std::printf(
         "mixnet over nonblocking: %+.1f ms per iteration (%.1f against %.1f) = physics %+.1f "

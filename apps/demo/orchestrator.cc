@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "apps/demo/baselines.h"
 #include "apps/demo/children.h"
 #include "apps/demo/oracle_phase.h"
 #include "apps/demo/phase_result.h"
@@ -155,14 +156,16 @@ class Demo {
         static_demand_(std::move(static_plan.demand)),
         expected_(ExpectedBytes(w_, o_.iterations)) {}
 
-  PhaseResult RunPhase(FabricKind kind) {
+  // `row`: an oversub phase at another price row's ratio (named after it).
+  PhaseResult RunPhase(FabricKind kind, const OversubRow* row = nullptr) {
     PhaseResult r;
-    r.fabric = std::string(FabricName(kind));
+    r.fabric = row != nullptr ? OversubRowName(row->price_gbps) : std::string(FabricName(kind));
     r.ran = true;
     r.bytes_expected = expected_;
     Children children;
     std::unique_ptr<emulation::EmulatedFabric> fabric;
-    r.status = Phase(kind, children, fabric, r);
+    r.status =
+        Phase(kind, row != nullptr ? row->uplink_gbps : oversub_.uplink_gbps, children, fabric, r);
     children.KillAll();
     if (fabric != nullptr) {
       if (o_.keep) {
@@ -177,10 +180,10 @@ class Demo {
   }
 
  private:
-  absl::Status Phase(FabricKind kind, Children& children,
+  absl::Status Phase(FabricKind kind, double oversub_uplink_gbps, Children& children,
                      std::unique_ptr<emulation::EmulatedFabric>& fabric, PhaseResult& r) {
     const std::string name(FabricName(kind));
-    const std::string dir = absl::StrCat(run_dir_, "/", name);
+    const std::string dir = absl::StrCat(run_dir_, "/", r.fabric);
     std::error_code ec;
     std::filesystem::create_directories(dir + "/results", ec);
     std::filesystem::create_directories(dir + "/store", ec);
@@ -204,7 +207,7 @@ class Demo {
     c.relay = o_.relay;
     c.switch_ms = shape.switch_ms;
     c.leaf_hosts = kind == FabricKind::kOversub ? o_.leaf_hosts : 0;
-    c.uplink_gbps = kind == FabricKind::kOversub ? oversub_.uplink_gbps : 0;
+    c.uplink_gbps = kind == FabricKind::kOversub ? oversub_uplink_gbps : 0;
     c.loopback = o_.loopback;
     RETURN_IF_ERROR(WriteFile(c.spec_path, FabricSpecYaml(kind, shape, static_circuits_)));
     ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::ClusterSpec::LoadFile(c.spec_path));
@@ -222,9 +225,13 @@ class Demo {
       setenv("MIXNET_CONTROL_TC", std::to_string(o_.control_tos).c_str(), 1);
       if (kind == FabricKind::kOversub) {
         eo.leaf_hosts = o_.leaf_hosts;
-        eo.uplink_gbps = uplink_gbps = oversub_.uplink_gbps;
+        eo.uplink_gbps = uplink_gbps = oversub_uplink_gbps;
       }
-      const std::string prefix = absl::StrCat(prefix_stem(), name.substr(0, 2));
+      // Two letters per phase: "ov" for the primary oversub phase, "o1",
+      // "o2", ... for the other price rows (their namespaces may be --kept).
+      const std::string tag =
+          r.fabric == name ? name.substr(0, 2) : absl::StrCat("o", ++oversub_rows_run_);
+      const std::string prefix = absl::StrCat(prefix_stem(), tag);
       ASSIGN_OR_RETURN(fabric, emulation::EmulatedFabric::Up(spec, prefix, eo));
       if (kind == FabricKind::kOversub) {
         c.uplink_netns = fabric->EpsNamespace();
@@ -241,7 +248,7 @@ class Demo {
     std::vector<std::string> workers;
     for (int rank = 0; rank < w_.hosts(); ++rank) {
       const std::string host = Workload::HostName(rank);
-      workers.push_back(absl::StrCat(name, " worker ", rank, " (", host, ")"));
+      workers.push_back(absl::StrCat(r.fabric, " worker ", rank, " (", host, ")"));
       RETURN_IF_ERROR(children.Spawn(
           workers.back(), fabric ? fabric->HostNamespace(host) : "",
           {SelfExe(), "worker", "--config", config, "--rank", std::to_string(rank)}));
@@ -278,7 +285,7 @@ class Demo {
       children.Stop("mixnet-ocsd");
     }
     absl::Status read = ReadResults(c, spec, uplink_gbps, r);
-    if (!waited.ok()) return Annotate(waited, absl::StrCat(name, " phase"));
+    if (!waited.ok()) return Annotate(waited, absl::StrCat(r.fabric, " phase"));
     // The same prediction `mixnet-demo simulate` makes from the run dir.
     if (read.ok()) SimulatePhase(SimulationOf(kind, c), spec, w_, r);
     if (read.ok() && o_.oracle) OraclePhase(kind, c.loopback, spec, w_, oracle_cache_, r);
@@ -392,6 +399,7 @@ class Demo {
   const std::vector<double> static_demand_;
   const uint64_t expected_;
   OracleCache oracle_cache_;  // best-floor searches, shared by the phases
+  int oversub_rows_run_ = 0;
   std::vector<std::string> ctl_argv_;
 };
 
@@ -452,19 +460,6 @@ absl::Status ValidateOptions(const DemoOptions& o) {
 
 namespace {
 
-absl::StatusOr<OversubInfo> CostEqualUplinks(const DemoOptions& o) {
-  ASSIGN_OR_RETURN(sim::Prices prices, sim::LoadPrices(o.prices_path));
-  const int nics = 1 + o.shape.ocs_nics;
-  ASSIGN_OR_RETURN(sim::CostEqualOversub c,
-                   sim::CostEqualOversubscription(prices, o.price_gbps, o.shape.ocs_nics, nics));
-  OversubInfo info;
-  info.cost = c;
-  info.price_gbps = o.price_gbps;
-  info.leaf_hosts = o.leaf_hosts;
-  info.uplink_gbps = o.leaf_hosts * nics * o.shape.gbps / c.ratio;
-  return info;
-}
-
 int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversub,
               std::vector<PhaseResult>& phases) {
   std::vector<FabricKind> kinds;
@@ -493,6 +488,15 @@ int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversu
     if (!phases.back().status.ok()) {
       std::fprintf(stderr, "mixnet-demo: %s\n", phases.back().status.ToString().c_str());
     }
+    if (k != FabricKind::kOversub) continue;
+    for (const OversubRow& row : oversub.other_rows) {
+      if (g_interrupted) break;
+      std::fprintf(stderr, "# running the %s phase...\n", OversubRowName(row.price_gbps).c_str());
+      phases.push_back(demo.RunPhase(k, &row));
+      if (!phases.back().status.ok()) {
+        std::fprintf(stderr, "mixnet-demo: %s\n", phases.back().status.ToString().c_str());
+      }
+    }
   }
   if (o.keep || o.keep_dir) {
     std::printf("# %s: run dir %s left in place\n", o.keep ? "--keep" : "--keep-dir",
@@ -501,7 +505,9 @@ int RunPhases(const DemoOptions& o, const Workload& w, const OversubInfo& oversu
     std::error_code ec;
     std::filesystem::remove_all(run_dir, ec);
   }
-  bool ok = !g_interrupted && phases.size() == kinds.size();
+  const size_t oversub_rows =
+      std::count(kinds.begin(), kinds.end(), FabricKind::kOversub) * oversub.other_rows.size();
+  bool ok = !g_interrupted && phases.size() == kinds.size() + oversub_rows;
   for (const PhaseResult& p : phases) {
     ok = ok && p.status.ok() && p.bytes_bad == 0 && p.bytes_verified == p.bytes_expected;
   }

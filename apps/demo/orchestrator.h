@@ -37,6 +37,12 @@ struct DemoOptions {
   // under the price file (sim/prices.yaml).
   int leaf_hosts = 4;
   double price_gbps = 400;
+  // oversub: also one phase per other price row of the price file, each at
+  // its own cost-equal ratio ("oversub-100G", ...; baselines.h).
+  bool oversub_every_price = false;
+  // The model whose paper-scale all-to-all the summary compares the
+  // switching time with (sim/models beside the price file).
+  std::string sim_model = "mixtral-8x22b";
   std::string prices_path;
   int static_iterations = 3;  // static: planned from the mean of these first iterations
   bool json = false;

@@ -36,6 +36,11 @@ struct IterationStats {
   // and its simulated time.
   std::vector<double> each_alltoall_ms;
   std::vector<double> each_simulated_alltoall_ms;
+  // The oracle's floors of the iteration's all-to-alls, summed (oracle_phase.h;
+  // 0 when not computed, the best one also on fabrics without OCS ports).
+  double oracle_nonblocking_ms = 0;
+  double oracle_installed_ms = 0;
+  double oracle_best_ms = 0;
 };
 
 // How rank 0 routed one all-to-all when it started (its "circuits" and

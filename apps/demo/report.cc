@@ -45,6 +45,38 @@ nlohmann::json Ratio(const PhaseResult* mix, const PhaseResult* other, bool cpu_
   return Iter(mix) / Iter(other);
 }
 
+// mixnet's mean all-to-all (ms): its all-to-all time per iteration over the
+// iteration's 4 per layer; 0 without it.
+double MeanAlltoallMs(const DemoOptions& o, const PhaseResult* mix) {
+  if (mix == nullptr || o.workload.layers <= 0) return 0;
+  return mix->Mean(&IterationStats::alltoall_ms) / (4.0 * o.workload.layers);
+}
+
+nlohmann::ordered_json SwitchOverAlltoall(const DemoOptions& o, const PhaseResult* mix) {
+  const double a2a = MeanAlltoallMs(o, mix);
+  if (a2a <= 0) return nullptr;
+  return o.shape.switch_ms / a2a;
+}
+
+// Every price row's oversub against mixnet (the primary row included).
+nlohmann::ordered_json ByPrice(const OversubInfo& v, const std::vector<PhaseResult>& phases,
+                               bool cpu_bound) {
+  const PhaseResult* mix = Find(phases, "mixnet");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  rows.push_back({{"price_gbps", v.price_gbps},
+                  {"ratio", v.cost.ratio},
+                  {"fabric", "oversub"},
+                  {"mixnet_vs_oversub", Ratio(mix, Find(phases, "oversub"), cpu_bound)}});
+  for (const OversubRow& row : v.other_rows) {
+    const std::string name = OversubRowName(row.price_gbps);
+    rows.push_back({{"price_gbps", row.price_gbps},
+                    {"ratio", row.cost.ratio},
+                    {"fabric", name},
+                    {"mixnet_vs_oversub", Ratio(mix, Find(phases, name.c_str()), cpu_bound)}});
+  }
+  return rows;
+}
+
 // The hosts' initial TCP window, segments (--init-cwnd, 0: the kernel's).
 int InitialWindow(const DemoOptions& o) {
   return o.init_cwnd > 0 ? o.init_cwnd : static_cast<int>(emulation::kKernelInitCwnd);
@@ -93,6 +125,11 @@ void PrintHeader(const DemoOptions& o, const Workload& w, const OversubInfo& v) 
       "(non-blocking $%.0f), so r = %.3f;\n#   uplink = %d hosts x %d NICs x %g Gbit/s / r\n",
       v.price_gbps, k, 1 + k, v.cost.mixnet_per_nic, v.cost.fixed_per_nic, v.cost.scaled_per_nic,
       v.cost.nonblocking_per_nic, v.cost.ratio, v.leaf_hosts, 1 + k, o.shape.gbps);
+  for (const OversubRow& row : v.other_rows) {
+    std::printf("#   %s: at %gG prices r = %.3f, each leaf's uplink %.5g Gbit/s\n",
+                OversubRowName(row.price_gbps).c_str(), row.price_gbps, row.cost.ratio,
+                row.uplink_gbps);
+  }
   std::fflush(stdout);
 }
 
@@ -173,11 +210,33 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
     line("oversub", ov, "<= 0.90x");
     line("static", st, "<= 0.85x");
     line("eps", eps, "none");
+    for (const OversubRow& row : v.other_rows) {
+      const PhaseResult* other = Find(phases, OversubRowName(row.price_gbps).c_str());
+      if (mix == nullptr || other == nullptr) continue;
+      std::printf(
+          "mixnet / %-12s %.2fx (iteration time; the oversub that costs what mixnet costs "
+          "at %gG prices, r = %.2f)\n",
+          OversubRowName(row.price_gbps).c_str(), Iter(mix) / Iter(other), row.price_gbps,
+          row.cost.ratio);
+    }
     for (const PhaseResult& p : phases) {
       if (p.status.ok() && p.bound.utilisation() < kLinkBound) {
         std::printf("note: %s's busiest link ran at %.0f%% of its rate (below %.0f%%)\n",
                     p.fabric.c_str(), 100 * p.bound.utilisation(), 100 * kLinkBound);
       }
+    }
+  }
+  if (mix != nullptr) {
+    const double a2a = MeanAlltoallMs(o, mix);
+    if (v.paper_alltoall_ms > 0 && a2a > 0) {
+      std::printf(
+          "regime: switching %g ms over mixnet's mean all-to-all %.1f ms = %.2f here; at paper "
+          "scale (%s on a non-blocking fat-tree at %gG, the simulator) %g ms over %.2f ms = %.1f\n",
+          o.shape.switch_ms, a2a, o.shape.switch_ms / a2a, o.sim_model.c_str(), v.price_gbps,
+          o.shape.switch_ms, v.paper_alltoall_ms, o.shape.switch_ms / v.paper_alltoall_ms);
+    } else if (!v.paper_why.empty()) {
+      std::printf("regime: the simulator's paper-scale all-to-all is unknown: %s\n",
+                  v.paper_why.c_str());
     }
   }
   PrintOracle(phases);
@@ -245,6 +304,11 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
                                     {"reconfig_loss_ms", s.loss_ms},
                                     {"floor_ms", s.floor_ms},
                                     {"alltoalls_ms", s.each_alltoall_ms}};
+        if (p.oracle.computed) {
+          d["oracle_nonblocking_floor_ms"] = s.oracle_nonblocking_ms;
+          d["oracle_installed_floor_ms"] = s.oracle_installed_ms;
+          if (p.oracle.has_best) d["oracle_best_floor_ms"] = s.oracle_best_ms;
+        }
         if (p.simulated) {
           d["simulated_ms"] = s.simulated_ms;
           d["simulated_alltoall_ms"] = s.simulated_alltoall_ms;
@@ -265,19 +329,27 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       }
       std::printf("%s\n", j.dump().c_str());
     }
-    nlohmann::ordered_json s = {{"summary", true},
-                                {"iterations", o.iterations},
-                                {"cpu_bound", cpu_bound},
-                                {"control_tc", o.control_tos},
-                                {"init_cwnd", InitialWindow(o)},
-                                {"mixnet_vs_nonblocking", Ratio(mix, nb, cpu_bound)},
-                                {"mixnet_vs_eps", Ratio(mix, eps, cpu_bound)},
-                                {"mixnet_vs_oversub", Ratio(mix, ov, cpu_bound)},
-                                {"mixnet_vs_static", Ratio(mix, st, cpu_bound)},
-                                {"oversub_ratio", v.cost.ratio},
-                                {"gap_split", GapSplitJson(phases)},
-                                {"bytes_verified", verified},
-                                {"bytes_lost", lost}};
+    nlohmann::ordered_json s = {
+        {"summary", true},
+        {"iterations", o.iterations},
+        {"cpu_bound", cpu_bound},
+        {"control_tc", o.control_tos},
+        {"init_cwnd", InitialWindow(o)},
+        {"mixnet_vs_nonblocking", Ratio(mix, nb, cpu_bound)},
+        {"mixnet_vs_eps", Ratio(mix, eps, cpu_bound)},
+        {"mixnet_vs_oversub", Ratio(mix, ov, cpu_bound)},
+        {"mixnet_vs_static", Ratio(mix, st, cpu_bound)},
+        {"oversub_ratio", v.cost.ratio},
+        {"mixnet_vs_oversub_by_price", ByPrice(v, phases, cpu_bound)},
+        {"switch_over_alltoall", SwitchOverAlltoall(o, mix)},
+        {"paper_alltoall_ms",
+         v.paper_alltoall_ms > 0 ? nlohmann::ordered_json(v.paper_alltoall_ms) : nullptr},
+        {"paper_switch_over_alltoall",
+         v.paper_alltoall_ms > 0 ? nlohmann::ordered_json(o.shape.switch_ms / v.paper_alltoall_ms)
+                                 : nullptr},
+        {"gap_split", GapSplitJson(phases)},
+        {"bytes_verified", verified},
+        {"bytes_lost", lost}};
     std::printf("%s\n", s.dump().c_str());
   }
   std::fflush(stdout);

@@ -9,20 +9,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "apps/demo/baselines.h"
 #include "apps/demo/orchestrator.h"
 #include "apps/demo/phase_result.h"
 #include "apps/demo/workload.h"
 #include "sim/cost_model.h"
 
 namespace mixnet::demo {
-
-// The oversubscribed fabric that costs what MixNet costs.
-struct OversubInfo {
-  sim::CostEqualOversub cost;
-  double price_gbps = 400;
-  int leaf_hosts = 4;
-  double uplink_gbps = 0;  // each leaf's uplink: leaf_hosts x NICs x rate / ratio
-};
 
 void PrintHeader(const DemoOptions& o, const Workload& w, const OversubInfo& oversub);
 void PrintReport(const DemoOptions& o, const OversubInfo& oversub,

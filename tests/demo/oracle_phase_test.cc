@@ -134,6 +134,12 @@ TEST_F(OraclePhaseTest, CircuitFabricsOrderTheirFloors) {
     EXPECT_LE(r.oracle.best_ms, r.oracle.installed_ms * (1 + 1e-9));
     // One circuit per host cannot beat one EPS NIC carrying it all.
     EXPECT_LT(r.oracle.installed_ms, ClosedFormMs(1));
+    // The phase's figures are the mean of the iterations'.
+    EXPECT_NEAR(r.oracle.installed_ms,
+                (r.iterations[0].oracle_installed_ms + r.iterations[1].oracle_installed_ms) / 2,
+                1e-9);
+    EXPECT_NEAR(r.oracle.best_ms,
+                (r.iterations[0].oracle_best_ms + r.iterations[1].oracle_best_ms) / 2, 1e-9);
   }
   // Both phases ran the same circuits on the same matrices.
   EXPECT_NEAR(Run(FabricKind::kStatic, Spec(FabricKind::kStatic)).oracle.installed_ms,
