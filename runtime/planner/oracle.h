@@ -52,6 +52,9 @@ struct OracleOptions {
   // Inner LPs the search may solve (the starts included); it also stops at a
   // local optimum or when a set meets the lower bound.
   int max_evaluations = 400;
+  // Simplex iterations per LP (0: GLPK's default, no limit). A solve that
+  // reaches it fails with Internal naming GLPK's return code.
+  int max_simplex_iterations = 0;
 };
 
 // (b): the best routing's time on `circuits` (each joins two distinct hosts;

@@ -16,6 +16,6 @@ absl::StatusOr<std::vector<int>> CircuitCounts(const OracleFabric& fabric,
                                                const std::vector<UndirectedCircuit>& circuits);
 // (b) on validated inputs.
 absl::StatusOr<double> FloorOnCounts(const TrafficMatrix& demand, const OracleFabric& fabric,
-                                     const std::vector<int>& counts, bool two_hop);
+                                     const std::vector<int>& counts, const OracleOptions& options);
 
 }  // namespace mixnet::planner

@@ -88,8 +88,8 @@ class PathLp {
   // counts: circuits per unordered pair (n x n, symmetric), or nullptr for
   // the relaxation (a fractional count per pair, ports per host in all).
   PathLp(const TrafficMatrix& demand, const OracleFabric& fabric, const std::vector<int>* counts,
-         bool two_hop)
-      : d_(demand), f_(fabric), n_(fabric.hosts()), counts_(counts), two_hop_(two_hop) {}
+         const OracleOptions& options)
+      : d_(demand), f_(fabric), n_(fabric.hosts()), counts_(counts), opt_(options) {}
 
   // The floor in seconds; relaxed_counts (relaxation only) gets the counts.
   absl::StatusOr<double> Solve(std::vector<double>* relaxed_counts);
@@ -118,7 +118,7 @@ class PathLp {
   const OracleFabric& f_;
   int n_;
   const std::vector<int>* counts_;
-  bool two_hop_;
+  const OracleOptions& opt_;
   GlpProblem lp_;
   std::vector<int> ia_{0}, ja_{0};
   std::vector<double> ar_{0.0};
@@ -200,7 +200,7 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
       uses.clear();
       add_path(row, {eps_out[i], eps_in[j]});
       add_path(row, {Circ(i, j)});
-      for (int k = 0; k < n_ && two_hop_; ++k) {
+      for (int k = 0; k < n_ && opt_.two_hop; ++k) {
         if (k == i || k == j) continue;
         add_path(row, {Circ(i, k), Circ(k, j)});
         add_path(row, {eps_out[i], eps_in[k], Circ(k, j)});
@@ -214,6 +214,7 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
   glp_init_smcp(&parm);
   parm.msg_lev = GLP_MSG_OFF;
   parm.presolve = GLP_ON;
+  if (opt_.max_simplex_iterations > 0) parm.it_lim = opt_.max_simplex_iterations;
   const int ret = glp_simplex(lp_.get(), &parm);
   if (ret != 0) return absl::InternalError(absl::StrCat("GLPK simplex: ", GlpReturnName(ret)));
   const int status = glp_get_status(lp_.get());
@@ -324,8 +325,8 @@ absl::StatusOr<std::vector<int>> CircuitCounts(const OracleFabric& fabric,
 }
 
 absl::StatusOr<double> FloorOnCounts(const TrafficMatrix& demand, const OracleFabric& fabric,
-                                     const std::vector<int>& counts, bool two_hop) {
-  return PathLp(demand, fabric, &counts, two_hop).Solve(nullptr);
+                                     const std::vector<int>& counts, const OracleOptions& options) {
+  return PathLp(demand, fabric, &counts, options).Solve(nullptr);
 }
 
 absl::StatusOr<double> InstalledFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
@@ -334,14 +335,14 @@ absl::StatusOr<double> InstalledFloor(const TrafficMatrix& demand, const OracleF
   if (absl::Status s = CheckDemand(demand, fabric); !s.ok()) return s;
   absl::StatusOr<std::vector<int>> counts = CircuitCounts(fabric, circuits);
   if (!counts.ok()) return counts.status();
-  return FloorOnCounts(demand, fabric, *counts, options.two_hop);
+  return FloorOnCounts(demand, fabric, *counts, options);
 }
 
 absl::StatusOr<Relaxation> RelaxedFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
                                         const OracleOptions& options) {
   if (absl::Status s = CheckDemand(demand, fabric); !s.ok()) return s;
   Relaxation r;
-  absl::StatusOr<double> lb = PathLp(demand, fabric, nullptr, options.two_hop).Solve(&r.circuits);
+  absl::StatusOr<double> lb = PathLp(demand, fabric, nullptr, options).Solve(&r.circuits);
   if (!lb.ok()) return lb.status();
   r.lower_bound_s = *lb;
   return r;

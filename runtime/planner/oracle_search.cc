@@ -99,7 +99,7 @@ absl::StatusOr<double> Search::Evaluate(const std::vector<Edge>& edges) {
     ++counts[static_cast<size_t>(e.b) * n_ + e.a];
   }
   ++evaluations_;
-  absl::StatusOr<double> v = FloorOnCounts(d_, f_, counts, opt_.two_hop);
+  absl::StatusOr<double> v = FloorOnCounts(d_, f_, counts, opt_);
   if (v.ok() && *v < best_) {
     best_ = *v;
     best_edges_ = edges;

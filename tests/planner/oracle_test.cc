@@ -208,5 +208,14 @@ TEST(OracleTest, BadInputIsNamed) {
   EXPECT_THAT(RelaxedFloor(m, bad).status().message(), HasSubstr("ocs_ports 7"));
 }
 
+// A solver that stops early is an error naming GLPK's reason, never a figure.
+TEST(OracleTest, SolverFailureIsNamed) {
+  const OracleOptions one_iteration{.max_simplex_iterations = 1};
+  absl::StatusOr<BestFloor> best =
+      SearchBestFloor(UniformMatrix(), Fabric(), nullptr, one_iteration);
+  EXPECT_EQ(best.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(best.status().message(), HasSubstr("GLPK simplex: iteration limit (GLP_EITLIM)"));
+}
+
 }  // namespace
 }  // namespace mixnet::planner
