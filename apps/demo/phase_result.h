@@ -110,6 +110,15 @@ struct PhaseResult {
 
   // Mean over iterations [from, end) of a field of IterationStats.
   double Mean(double IterationStats::*field, size_t from = 0) const;
+  // The first iteration apart (no forecast exists yet: real for a job's first
+  // step) from the steady ones (all the others, drift iterations included).
+  // First: 0 without iterations; Steady: the mean of iterations 1.., 0 when
+  // there are fewer than two (has_steady() says which).
+  double First(double IterationStats::*field) const {
+    return iterations.empty() ? 0 : iterations[0].*field;
+  }
+  double Steady(double IterationStats::*field) const { return Mean(field, 1); }
+  bool has_steady() const { return iterations.size() >= 2; }
   std::string BusiestLink() const;  // the most frequent busiest link-direction
 };
 

@@ -45,6 +45,15 @@ nlohmann::json Ratio(const PhaseResult* mix, const PhaseResult* other, bool cpu_
   return Iter(mix) / Iter(other);
 }
 
+// The steady iterations' ratio (JSON null when cpu_bound or unknown).
+nlohmann::json SteadyRatio(const PhaseResult* mix, const PhaseResult* other, bool cpu_bound) {
+  if (cpu_bound || mix == nullptr || other == nullptr || !mix->has_steady() ||
+      !other->has_steady() || other->Steady(&IterationStats::wall_ms) <= 0) {
+    return nullptr;
+  }
+  return mix->Steady(&IterationStats::wall_ms) / other->Steady(&IterationStats::wall_ms);
+}
+
 // mixnet's mean all-to-all (ms): its all-to-all time per iteration over the
 // iteration's 4 per layer; 0 without it.
 double MeanAlltoallMs(const DemoOptions& o, const PhaseResult* mix) {
@@ -154,9 +163,9 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
   std::printf(
       "\n# per fabric (means per iteration; floor: bytes over rate of the busiest link, "
       "per all-to-all)\n");
-  std::printf("%-12s %10s %9s %9s %9s %9s %6s %-18s %8s %6s %6s %12s %6s\n", "fabric", "iteration",
-              "simulated", "alltoall", "reconfig", "floor", "util", "busiest link", "retrans",
-              "idle", "rounds", "verified", "lost");
+  std::printf("%-12s %10s %9s %9s %9s %9s %9s %9s %6s %-18s %8s %6s %6s %12s %6s\n", "fabric",
+              "iteration", "first", "steady", "simulated", "alltoall", "reconfig", "floor", "util",
+              "busiest link", "retrans", "idle", "rounds", "verified", "lost");
   for (const PhaseResult& p : phases) {
     if (!p.status.ok()) {
       std::printf("%-12s FAILED: %s\n", p.fabric.c_str(), p.status.ToString().c_str());
@@ -164,14 +173,17 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
     }
     const std::string simulated =
         p.simulated ? absl::StrFormat("%.1f", p.Mean(&IterationStats::simulated_ms)) : "-";
-    std::printf("%-12s %10.1f %9s %9.1f %9.1f %9.1f %5.0f%% %-18s %8lu %5.0f%% %6ld %12lu %6lu\n",
-                p.fabric.c_str(), p.Mean(&IterationStats::wall_ms), simulated.c_str(),
-                p.Mean(&IterationStats::alltoall_ms), p.Mean(&IterationStats::loss_ms),
-                p.Mean(&IterationStats::floor_ms), 100 * p.bound.utilisation(),
-                p.BusiestLink().c_str(), static_cast<unsigned long>(p.retransmits),
-                p.cpu_idle < 0 ? 0.0 : 100 * p.cpu_idle,
-                static_cast<long>(std::max<int64_t>(p.reconfigurations, 0)),
-                static_cast<unsigned long>(p.bytes_verified), static_cast<unsigned long>(Lost(p)));
+    const std::string steady =
+        p.has_steady() ? absl::StrFormat("%.1f", p.Steady(&IterationStats::wall_ms)) : "-";
+    std::printf(
+        "%-12s %10.1f %9.1f %9s %9s %9.1f %9.1f %9.1f %5.0f%% %-18s %8lu %5.0f%% %6ld %12lu %6lu\n",
+        p.fabric.c_str(), p.Mean(&IterationStats::wall_ms), p.First(&IterationStats::wall_ms),
+        steady.c_str(), simulated.c_str(), p.Mean(&IterationStats::alltoall_ms),
+        p.Mean(&IterationStats::loss_ms), p.Mean(&IterationStats::floor_ms),
+        100 * p.bound.utilisation(), p.BusiestLink().c_str(),
+        static_cast<unsigned long>(p.retransmits), p.cpu_idle < 0 ? 0.0 : 100 * p.cpu_idle,
+        static_cast<long>(std::max<int64_t>(p.reconfigurations, 0)),
+        static_cast<unsigned long>(p.bytes_verified), static_cast<unsigned long>(Lost(p)));
   }
   const PhaseResult* mix = Find(phases, "mixnet");
   const PhaseResult* nb = Find(phases, "nonblocking");
@@ -203,8 +215,14 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
   } else {
     auto line = [&](const char* what, const PhaseResult* other, const char* target) {
       if (mix == nullptr || other == nullptr) return;
-      std::printf("mixnet / %-12s %.2fx (iteration time; target %s)\n", what,
-                  Iter(mix) / Iter(other), target);
+      std::printf("mixnet / %-12s %.2fx (iteration time; target %s)", what, Iter(mix) / Iter(other),
+                  target);
+      if (mix->has_steady() && other->has_steady()) {
+        std::printf("; steady iterations %.2fx, the first %.2fx",
+                    mix->Steady(&IterationStats::wall_ms) / other->Steady(&IterationStats::wall_ms),
+                    mix->First(&IterationStats::wall_ms) / other->First(&IterationStats::wall_ms));
+      }
+      std::printf("\n");
     };
     line("nonblocking", nb, "<= 1.10x");
     line("oversub", ov, "<= 0.90x");
@@ -269,6 +287,12 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       nlohmann::ordered_json j = {{"fabric", p.fabric}, {"ok", p.status.ok()}};
       if (!p.status.ok()) j["error"] = p.status.ToString();
       j["iteration_ms"] = p.Mean(&IterationStats::wall_ms);
+      // The first iteration (no forecast yet) apart from the steady ones.
+      j["first_iteration_ms"] = p.First(&IterationStats::wall_ms);
+      j["steady_iteration_ms"] =
+          p.has_steady() ? nlohmann::ordered_json(p.Steady(&IterationStats::wall_ms)) : nullptr;
+      j["steady_floor_ms"] =
+          p.has_steady() ? nlohmann::ordered_json(p.Steady(&IterationStats::floor_ms)) : nullptr;
       j["alltoall_ms"] = p.Mean(&IterationStats::alltoall_ms);
       // The simulator's prediction of the same iterations (emulation mode).
       if (p.simulated) {
@@ -336,6 +360,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
         {"control_tc", o.control_tos},
         {"init_cwnd", InitialWindow(o)},
         {"mixnet_vs_nonblocking", Ratio(mix, nb, cpu_bound)},
+        {"mixnet_vs_nonblocking_steady", SteadyRatio(mix, nb, cpu_bound)},
         {"mixnet_vs_eps", Ratio(mix, eps, cpu_bound)},
         {"mixnet_vs_oversub", Ratio(mix, ov, cpu_bound)},
         {"mixnet_vs_static", Ratio(mix, st, cpu_bound)},

@@ -115,8 +115,9 @@ TEST(DemoE2E, AllFabricsAccountingHolds) {
     const nlohmann::json& j = by[f];
     std::printf("%s\n", j.dump().c_str());
     for (const char* key :
-         {"fabric", "iteration_ms", "alltoall_ms", "reconfig_loss_ms", "floor_ms",
-          "busiest_nic_utilisation", "reconfigurations", "bytes_verified", "bytes_lost"}) {
+         {"fabric", "iteration_ms", "first_iteration_ms", "steady_iteration_ms", "steady_floor_ms",
+          "alltoall_ms", "reconfig_loss_ms", "floor_ms", "busiest_nic_utilisation",
+          "reconfigurations", "bytes_verified", "bytes_lost"}) {
       EXPECT_TRUE(j.contains(key)) << f << ": " << key;
     }
     const double util = j["busiest_nic_utilisation"].get<double>();

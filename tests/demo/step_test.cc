@@ -245,6 +245,29 @@ TEST_F(DemoResultsTest, SlowestRankLongestWaitAndFloor) {
   EXPECT_EQ(r.bytes_verified, 80u);
   EXPECT_EQ(r.plan_waits, 1);
   EXPECT_EQ(r.plans_switched, 1);
+  // One iteration: it is the first, and there is no steady one.
+  EXPECT_DOUBLE_EQ(r.First(&IterationStats::wall_ms), 1010);
+  EXPECT_FALSE(r.has_steady());
+}
+
+// The first iteration apart from the steady ones: 3000 ms, then 1000 and
+// 2000 (mean 1500); floors 900, then 300 and 500 (mean 400).
+TEST(DemoPhaseResult, FirstIterationApartFromTheSteadyOnes) {
+  PhaseResult r;
+  EXPECT_EQ(r.First(&IterationStats::wall_ms), 0);
+  EXPECT_FALSE(r.has_steady());
+  r.iterations.resize(3);
+  r.iterations[0].wall_ms = 3000;
+  r.iterations[1].wall_ms = 1000;
+  r.iterations[2].wall_ms = 2000;
+  r.iterations[0].floor_ms = 900;
+  r.iterations[1].floor_ms = 300;
+  r.iterations[2].floor_ms = 500;
+  EXPECT_DOUBLE_EQ(r.First(&IterationStats::wall_ms), 3000);
+  ASSERT_TRUE(r.has_steady());
+  EXPECT_DOUBLE_EQ(r.Steady(&IterationStats::wall_ms), 1500);
+  EXPECT_DOUBLE_EQ(r.Steady(&IterationStats::floor_ms), 400);
+  EXPECT_DOUBLE_EQ(r.Mean(&IterationStats::wall_ms), 2000);
 }
 
 TEST_F(DemoResultsTest, MissingAlltoallIsDataLossAndFirstFailureIsTheEarliest) {
