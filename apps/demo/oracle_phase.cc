@@ -161,6 +161,24 @@ void OraclePhase(FabricKind kind, bool loopback, const cluster::ClusterSpec& spe
   }
 }
 
+std::optional<SteadyTargets> SteadyRatios(const PhaseResult& mix, const PhaseResult& nb) {
+  if (!mix.status.ok() || !nb.status.ok() || !mix.oracle.computed || !mix.oracle.has_best ||
+      !mix.has_steady() || !nb.has_steady()) {
+    return std::nullopt;
+  }
+  const double best = mix.Steady(&IterationStats::oracle_best_ms);
+  const double nb_floor = nb.Steady(&IterationStats::floor_ms);
+  const double nb_iter = nb.Steady(&IterationStats::wall_ms);
+  const double nb_first = nb.First(&IterationStats::wall_ms);
+  if (best <= 0 || nb_floor <= 0 || nb_iter <= 0 || nb_first <= 0) return std::nullopt;
+  SteadyTargets t;
+  t.floor_over_best = mix.Steady(&IterationStats::floor_ms) / best;
+  t.floor_over_nonblocking_floor = mix.Steady(&IterationStats::floor_ms) / nb_floor;
+  t.iteration_over_nonblocking = mix.Steady(&IterationStats::wall_ms) / nb_iter;
+  t.first_iteration_over_nonblocking = mix.First(&IterationStats::wall_ms) / nb_first;
+  return t;
+}
+
 std::optional<GapSplit> SplitGap(const PhaseResult& mix, const PhaseResult& nb) {
   if (!mix.status.ok() || !nb.status.ok() || !mix.oracle.computed || !mix.oracle.has_best ||
       mix.iterations.empty() || nb.iterations.empty()) {

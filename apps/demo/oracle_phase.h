@@ -65,4 +65,18 @@ struct GapSplit {
 };
 std::optional<GapSplit> SplitGap(const PhaseResult& mixnet, const PhaseResult& nonblocking);
 
+// The routing targets over the steady iterations (all but the first, which
+// has no forecast): mixnet's achieved floor over the oracle's best floor and
+// over nonblocking's achieved floor, mixnet's iteration over nonblocking's;
+// and the first iteration's ratio beside them. nullopt unless both phases ran
+// two iterations or more and mixnet's best floor was computed.
+struct SteadyTargets {
+  double floor_over_best = 0;               // target <= 1.10
+  double floor_over_nonblocking_floor = 0;  // target <= 1.15
+  double iteration_over_nonblocking = 0;    // target <= 1.15
+  double first_iteration_over_nonblocking = 0;
+};
+std::optional<SteadyTargets> SteadyRatios(const PhaseResult& mixnet,
+                                          const PhaseResult& nonblocking);
+
 }  // namespace mixnet::demo

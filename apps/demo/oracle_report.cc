@@ -17,6 +17,13 @@ const PhaseResult* OraclePhaseNamed(const std::vector<PhaseResult>& phases, cons
   return nullptr;
 }
 
+std::optional<SteadyTargets> Steady(const std::vector<PhaseResult>& phases) {
+  const PhaseResult* mix = OraclePhaseNamed(phases, "mixnet");
+  const PhaseResult* nb = OraclePhaseNamed(phases, "nonblocking");
+  if (mix == nullptr || nb == nullptr) return std::nullopt;
+  return SteadyRatios(*mix, *nb);
+}
+
 std::optional<GapSplit> Split(const std::vector<PhaseResult>& phases) {
   const PhaseResult* mix = OraclePhaseNamed(phases, "mixnet");
   const PhaseResult* nb = OraclePhaseNamed(phases, "nonblocking");
@@ -71,6 +78,14 @@ void PrintOracle(const std::vector<PhaseResult>& phases) {
         g->mixnet_ms - g->nonblocking_ms, g->mixnet_ms, g->nonblocking_ms, g->physics_ms,
         g->planning_ms, g->routing_ms, g->data_plane_ms, g->reconfiguration_ms, g->other_ms);
   }
+  if (std::optional<SteadyTargets> t = Steady(phases)) {
+    std::printf(
+        "steady iterations (all but the first): mixnet's achieved floor %.2fx the oracle's best "
+        "floor (target <= 1.10x) and %.2fx nonblocking's floor (<= 1.15x); its iteration %.2fx "
+        "nonblocking's (<= 1.15x); the first iteration %.2fx\n",
+        t->floor_over_best, t->floor_over_nonblocking_floor, t->iteration_over_nonblocking,
+        t->first_iteration_over_nonblocking);
+  }
 }
 
 void AddOracleJson(const PhaseResult& p, nlohmann::ordered_json& j) {
@@ -85,6 +100,15 @@ void AddOracleJson(const PhaseResult& p, nlohmann::ordered_json& j) {
   j["oracle_best_floor_ms"] = o.has_best ? nlohmann::ordered_json(o.best_ms) : nullptr;
   j["oracle_lower_bound_ms"] = o.has_best ? nlohmann::ordered_json(o.lower_bound_ms) : nullptr;
   j["oracle_slowest_solve_ms"] = o.slowest_solve_ms;
+}
+
+nlohmann::ordered_json SteadyTargetsJson(const std::vector<PhaseResult>& phases) {
+  std::optional<SteadyTargets> t = Steady(phases);
+  if (!t) return nullptr;
+  return {{"floor_over_best", t->floor_over_best},
+          {"floor_over_nonblocking_floor", t->floor_over_nonblocking_floor},
+          {"iteration_over_nonblocking", t->iteration_over_nonblocking},
+          {"first_iteration_over_nonblocking", t->first_iteration_over_nonblocking}};
 }
 
 nlohmann::ordered_json GapSplitJson(const std::vector<PhaseResult>& phases) {

@@ -20,5 +20,9 @@ void AddOracleJson(const PhaseResult& p, nlohmann::ordered_json& j);
 // data_plane_ms, reconfiguration_ms, other_ms, mixnet_ms, nonblocking_ms), or
 // null.
 nlohmann::ordered_json GapSplitJson(const std::vector<PhaseResult>& phases);
+// The steady iterations' target ratios (SteadyRatios in oracle_phase.h):
+// floor_over_best, floor_over_nonblocking_floor, iteration_over_nonblocking,
+// first_iteration_over_nonblocking; or null.
+nlohmann::ordered_json SteadyTargetsJson(const std::vector<PhaseResult>& phases);
 
 }  // namespace mixnet::demo

@@ -373,6 +373,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
          v.paper_alltoall_ms > 0 ? nlohmann::ordered_json(o.shape.switch_ms / v.paper_alltoall_ms)
                                  : nullptr},
         {"gap_split", GapSplitJson(phases)},
+        {"steady_targets", SteadyTargetsJson(phases)},
         {"bytes_verified", verified},
         {"bytes_lost", lost}};
     std::printf("%s\n", s.dump().c_str());

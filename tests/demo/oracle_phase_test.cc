@@ -201,5 +201,36 @@ TEST(GapSplitTest, HandWorked) {
   EXPECT_FALSE(SplitGap(mix, nb).has_value());
 }
 
+// The steady iterations are 1 and 2. mixnet: iterations 4000, 2900, 3100 ms
+// (steady 3000), floors 2000, 1400, 1600 (steady 1500), best floors 1100, 1000,
+// 1000 (steady 1000); nonblocking: 2500, 2000, 2000 ms, floors 1200, 1000,
+// 1000. So floor / best 1.5, floor / nonblocking's floor 1.5, iteration 1.5,
+// the first 4000 / 2500 = 1.6.
+TEST(SteadyRatiosTest, HandWorked) {
+  PhaseResult mix, nb;
+  mix.iterations.resize(3);
+  nb.iterations.resize(3);
+  const double mix_wall[] = {4000, 2900, 3100}, mix_floor[] = {2000, 1400, 1600},
+               mix_best[] = {1100, 1000, 1000}, nb_wall[] = {2500, 2000, 2000},
+               nb_floor[] = {1200, 1000, 1000};
+  for (int i = 0; i < 3; ++i) {
+    mix.iterations[i].wall_ms = mix_wall[i];
+    mix.iterations[i].floor_ms = mix_floor[i];
+    mix.iterations[i].oracle_best_ms = mix_best[i];
+    nb.iterations[i].wall_ms = nb_wall[i];
+    nb.iterations[i].floor_ms = nb_floor[i];
+  }
+  EXPECT_FALSE(SteadyRatios(mix, nb).has_value());  // no oracle
+  mix.oracle.computed = mix.oracle.has_best = true;
+  std::optional<SteadyTargets> t = SteadyRatios(mix, nb);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_DOUBLE_EQ(t->floor_over_best, 1.5);
+  EXPECT_DOUBLE_EQ(t->floor_over_nonblocking_floor, 1.5);
+  EXPECT_DOUBLE_EQ(t->iteration_over_nonblocking, 1.5);
+  EXPECT_DOUBLE_EQ(t->first_iteration_over_nonblocking, 1.6);
+  mix.iterations.resize(1);
+  EXPECT_FALSE(SteadyRatios(mix, nb).has_value());  // one iteration: no steady ones
+}
+
 }  // namespace
 }  // namespace mixnet::demo
