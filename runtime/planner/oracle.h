@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -80,6 +81,29 @@ struct BestFloor {
 absl::StatusOr<BestFloor> SearchBestFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
                                           const std::vector<UndirectedCircuit>* start = nullptr,
                                           const OracleOptions& options = {});
+
+// The best routing (b) itself: for every pair with bytes, the paths the LP
+// uses and the share of the pair's bytes on each (summing to 1). A router
+// that splits by these weights reaches InstalledFloor's time. Paths through
+// a third host name it in `via`.
+enum class OraclePathKind { kEps, kCircuit, kCircuitCircuit, kEpsCircuit, kCircuitEps };
+std::string_view OraclePathKindName(
+    OraclePathKind kind);  // "eps", "circuit", "circuit-circuit", ...
+struct OraclePath {
+  OraclePathKind kind = OraclePathKind::kEps;
+  int via = -1;  // the relay host of a two-hop path, else -1
+  double weight = 0;
+};
+struct OracleRouting {
+  double floor_s = 0;  // InstalledFloor's
+  // Row-major n x n: paths[src * n + dst], empty for pairs without bytes
+  // (and for every pair when floor_s is 0 or infinite).
+  std::vector<std::vector<OraclePath>> paths;
+};
+absl::StatusOr<OracleRouting> InstalledRouting(const TrafficMatrix& demand,
+                                               const OracleFabric& fabric,
+                                               const std::vector<UndirectedCircuit>& circuits,
+                                               const OracleOptions& options = {});
 
 // The relaxation alone: the LP of (b) with a fractional circuit count per
 // pair (at most each host's ports in all). Also returns the counts per

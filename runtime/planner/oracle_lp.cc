@@ -91,8 +91,10 @@ class PathLp {
          const OracleOptions& options)
       : d_(demand), f_(fabric), n_(fabric.hosts()), counts_(counts), opt_(options) {}
 
-  // The floor in seconds; relaxed_counts (relaxation only) gets the counts.
-  absl::StatusOr<double> Solve(std::vector<double>* relaxed_counts);
+  // The floor in seconds; relaxed_counts (relaxation only) gets the counts,
+  // routing (when given) the paths' weights per pair.
+  absl::StatusOr<double> Solve(std::vector<double>* relaxed_counts,
+                               OracleRouting* routing = nullptr);
 
  private:
   int AddRow(int type, double ub) {
@@ -123,9 +125,16 @@ class PathLp {
   std::vector<int> ia_{0}, ja_{0};
   std::vector<double> ar_{0.0};
   std::vector<int> circ_row_;
+  // Per path column: its pair and what it is (for InstalledRouting).
+  struct PathMeta {
+    int col = 0, src = 0, dst = 0;
+    OraclePath path;
+  };
+  std::vector<PathMeta> meta_;
 };
 
-absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
+absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts, OracleRouting* routing) {
+  if (routing != nullptr) routing->paths.assign(static_cast<size_t>(n_) * n_, {});
   const bool relaxed = counts_ == nullptr;
   double dmax = 0, cmax = 0;
   for (int i = 0; i < n_; ++i) {
@@ -183,7 +192,9 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
 
   // Paths per pair with bytes; a pair without any path has no finite floor.
   std::vector<int> uses;
-  auto add_path = [&](int demand_row, std::initializer_list<int> rows) {
+  int src = 0, dst = 0;
+  auto add_path = [&](int demand_row, OraclePathKind kind, int via,
+                      std::initializer_list<int> rows) {
     for (int r : rows) {
       if (r == 0) return;
     }
@@ -191,6 +202,7 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
     Put(demand_row, col, 1);
     for (int r : rows) Put(r, col, 1);
     uses.push_back(col);
+    meta_.push_back({col, src, dst, OraclePath{kind, via, 0}});
   };
   for (int i = 0; i < n_; ++i) {
     for (int j = 0; j < n_; ++j) {
@@ -198,13 +210,15 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
       const int row = AddRow(GLP_FX, 0);
       Put(row, lambda, -d_.at(i, j) * f_.wire_overhead / dmax);
       uses.clear();
-      add_path(row, {eps_out[i], eps_in[j]});
-      add_path(row, {Circ(i, j)});
+      src = i;
+      dst = j;
+      add_path(row, OraclePathKind::kEps, -1, {eps_out[i], eps_in[j]});
+      add_path(row, OraclePathKind::kCircuit, -1, {Circ(i, j)});
       for (int k = 0; k < n_ && opt_.two_hop; ++k) {
         if (k == i || k == j) continue;
-        add_path(row, {Circ(i, k), Circ(k, j)});
-        add_path(row, {eps_out[i], eps_in[k], Circ(k, j)});
-        add_path(row, {Circ(i, k), eps_out[k], eps_in[j]});
+        add_path(row, OraclePathKind::kCircuitCircuit, k, {Circ(i, k), Circ(k, j)});
+        add_path(row, OraclePathKind::kEpsCircuit, k, {eps_out[i], eps_in[k], Circ(k, j)});
+        add_path(row, OraclePathKind::kCircuitEps, k, {Circ(i, k), eps_out[k], eps_in[j]});
       }
       if (uses.empty()) return kInfinity;
     }
@@ -234,6 +248,23 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts) {
     }
   }
   if (scale <= 0) return kInfinity;
+  if (routing != nullptr) {
+    // Each pair's flows over its paths, as shares of the pair's total.
+    std::vector<double> total(static_cast<size_t>(n_) * n_, 0.0);
+    std::vector<double> flow(meta_.size());
+    for (size_t p = 0; p < meta_.size(); ++p) {
+      flow[p] = std::max(0.0, glp_get_col_prim(lp_.get(), meta_[p].col));
+      total[static_cast<size_t>(meta_[p].src) * n_ + meta_[p].dst] += flow[p];
+    }
+    for (size_t p = 0; p < meta_.size(); ++p) {
+      const size_t pair = static_cast<size_t>(meta_[p].src) * n_ + meta_[p].dst;
+      const double share = total[pair] > 0 ? flow[p] / total[pair] : 0;
+      if (share <= 1e-9) continue;
+      OraclePath path = meta_[p].path;
+      path.weight = share;
+      routing->paths[pair].push_back(path);
+    }
+  }
   return dmax / (cmax * scale);
 }
 
@@ -336,6 +367,39 @@ absl::StatusOr<double> InstalledFloor(const TrafficMatrix& demand, const OracleF
   absl::StatusOr<std::vector<int>> counts = CircuitCounts(fabric, circuits);
   if (!counts.ok()) return counts.status();
   return FloorOnCounts(demand, fabric, *counts, options);
+}
+
+std::string_view OraclePathKindName(OraclePathKind kind) {
+  switch (kind) {
+    case OraclePathKind::kEps:
+      return "eps";
+    case OraclePathKind::kCircuit:
+      return "circuit";
+    case OraclePathKind::kCircuitCircuit:
+      return "circuit-circuit";
+    case OraclePathKind::kEpsCircuit:
+      return "eps-circuit";
+    case OraclePathKind::kCircuitEps:
+      return "circuit-eps";
+  }
+  return "?";
+}
+
+absl::StatusOr<OracleRouting> InstalledRouting(const TrafficMatrix& demand,
+                                               const OracleFabric& fabric,
+                                               const std::vector<UndirectedCircuit>& circuits,
+                                               const OracleOptions& options) {
+  if (absl::Status s = CheckDemand(demand, fabric); !s.ok()) return s;
+  absl::StatusOr<std::vector<int>> counts = CircuitCounts(fabric, circuits);
+  if (!counts.ok()) return counts.status();
+  OracleRouting r;
+  absl::StatusOr<double> floor = PathLp(demand, fabric, &*counts, options).Solve(nullptr, &r);
+  if (!floor.ok()) return floor.status();
+  r.floor_s = *floor;
+  if (!std::isfinite(r.floor_s) || r.floor_s == 0) {
+    r.paths.assign(static_cast<size_t>(fabric.hosts()) * fabric.hosts(), {});
+  }
+  return r;
 }
 
 absl::StatusOr<Relaxation> RelaxedFloor(const TrafficMatrix& demand, const OracleFabric& fabric,

@@ -208,6 +208,77 @@ TEST(OracleTest, BadInputIsNamed) {
   EXPECT_THAT(RelaxedFloor(m, bad).status().message(), HasSubstr("ocs_ports 7"));
 }
 
+// The routing behind (b). Two hosts, EPS 1 and one circuit: host 0 sends 2
+// units to host 1; both paths are needed and equally, floor 1, weights 1/2.
+TEST(OracleRoutingTest, SplitsOverEpsAndTheCircuit) {
+  const OracleFabric f = Fabric(2, 1);
+  TrafficMatrix m(2);
+  m.at(0, 1) = 2;
+  absl::StatusOr<OracleRouting> r = InstalledRouting(m, f, Circuits({{0, 1}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->floor_s, 1.0, 1e-9);
+  const std::vector<OraclePath>& p = r->paths[0 * 2 + 1];
+  ASSERT_EQ(p.size(), 2u);
+  for (const OraclePath& path : p) EXPECT_NEAR(path.weight, 0.5, 1e-9);
+  EXPECT_TRUE(r->paths[1 * 2 + 0].empty());
+}
+
+// Incast through a star of circuits at the receiver: whatever optimum the
+// solver picks, every pair's weights sum to 1, the loads they put on every
+// link fit its capacity at the floor (7/4), and some sender without a circuit
+// reaches host 0 EPS-then-circuit through one of its circuit partners (with
+// direct paths alone the floor is 4).
+TEST(OracleRoutingTest, IncastRoutesThroughTheReceiversPartners) {
+  const OracleFabric f = Fabric();
+  const TrafficMatrix m = IncastMatrix();
+  absl::StatusOr<OracleRouting> r = InstalledRouting(m, f, Circuits({{0, 1}, {0, 2}, {0, 3}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->floor_s, 7.0 / 4, 1e-9);
+  // Loads per link direction: EPS out / in per host, circuit h -> 0 and 0 -> h.
+  std::vector<double> eps_out(kHosts), eps_in(kHosts), to0(kHosts), from0(kHosts);
+  bool relayed = false;
+  for (int s = 1; s < kHosts; ++s) {
+    double sum = 0;
+    for (const OraclePath& p : r->paths[s * kHosts + 0]) {
+      sum += p.weight;
+      const double b = p.weight * m.at(s, 0);
+      switch (p.kind) {
+        case OraclePathKind::kEps:
+          eps_out[s] += b;
+          eps_in[0] += b;
+          break;
+        case OraclePathKind::kCircuit:
+          ASSERT_LE(s, 3);
+          to0[s] += b;
+          break;
+        case OraclePathKind::kEpsCircuit:
+          ASSERT_GE(p.via, 1);
+          ASSERT_LE(p.via, 3);
+          eps_out[s] += b;
+          eps_in[p.via] += b;
+          to0[p.via] += b;
+          relayed = relayed || s >= 4;
+          break;
+        case OraclePathKind::kCircuitEps:
+          ADD_FAILURE() << "no circuit-then-EPS path exists into host 0 here";
+          break;
+        case OraclePathKind::kCircuitCircuit:
+          ADD_FAILURE() << "no circuit-circuit path exists into host 0 here";
+          break;
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-9) << "sender " << s;
+  }
+  const double cap = 7.0 / 4 * (1 + 1e-7);
+  for (int h = 0; h < kHosts; ++h) {
+    EXPECT_LE(eps_out[h], cap) << h;
+    EXPECT_LE(eps_in[h], cap) << h;
+    EXPECT_LE(to0[h], cap) << h;
+  }
+  EXPECT_TRUE(relayed);
+  EXPECT_EQ(OraclePathKindName(OraclePathKind::kEpsCircuit), "eps-circuit");
+}
+
 // A solver that stops early is an error naming GLPK's reason, never a figure.
 TEST(OracleTest, SolverFailureIsNamed) {
   const OracleOptions one_iteration{.max_simplex_iterations = 1};
