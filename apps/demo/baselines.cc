@@ -63,8 +63,11 @@ absl::StatusOr<OversubInfo> CostEqualUplinks(const DemoOptions& o) {
       if (row.price_gbps != o.price_gbps) info.other_rows.push_back(row);
     }
   }
-  // The regime: the simulator's mean all-to-all of the paper-scale model on a
-  // non-blocking fabric at the price row's speed (sim/models beside the prices).
+  return info;
+}
+
+void AddPaperScale(const DemoOptions& o, OversubInfo& info) {
+  // sim/models beside the price file.
   const std::string models_dir =
       std::filesystem::path(o.prices_path).parent_path().append("models").string();
   absl::StatusOr<double> a2a = PaperScaleAlltoallS(models_dir, o.sim_model, o.price_gbps);
@@ -73,7 +76,6 @@ absl::StatusOr<OversubInfo> CostEqualUplinks(const DemoOptions& o) {
   } else {
     info.paper_why = a2a.status().ToString();
   }
-  return info;
 }
 
 }  // namespace mixnet::demo

@@ -52,10 +52,14 @@ struct OversubInfo {
   std::string paper_why;
 };
 
-// The primary row at o.price_gbps, the other rows with
-// --oversub-every-price, and the simulator's paper-scale all-to-all of
-// o.sim_model at that speed (sim/models beside the price file; paper_why when
-// it cannot be had). Errors from the price file or the cost model.
+// The primary row at o.price_gbps and the other rows with
+// --oversub-every-price. Errors from the price file or the cost model.
 absl::StatusOr<OversubInfo> CostEqualUplinks(const DemoOptions& o);
+
+// Fills info.paper_alltoall_ms: the simulator's mean all-to-all of
+// o.sim_model at o.price_gbps (sim/models beside the price file), or
+// info.paper_why when it cannot be had. The demo's summary only (not the
+// sweep's), so it runs there alone.
+void AddPaperScale(const DemoOptions& o, OversubInfo& info);
 
 }  // namespace mixnet::demo

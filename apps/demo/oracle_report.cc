@@ -10,23 +10,16 @@
 namespace mixnet::demo {
 namespace {
 
-const PhaseResult* OraclePhaseNamed(const std::vector<PhaseResult>& phases, const char* fabric) {
-  for (const PhaseResult& p : phases) {
-    if (p.fabric == fabric) return &p;
-  }
-  return nullptr;
-}
-
 std::optional<SteadyTargets> Steady(const std::vector<PhaseResult>& phases) {
-  const PhaseResult* mix = OraclePhaseNamed(phases, "mixnet");
-  const PhaseResult* nb = OraclePhaseNamed(phases, "nonblocking");
+  const PhaseResult* mix = FindPhase(phases, "mixnet");
+  const PhaseResult* nb = FindPhase(phases, "nonblocking");
   if (mix == nullptr || nb == nullptr) return std::nullopt;
   return SteadyRatios(*mix, *nb);
 }
 
 std::optional<GapSplit> Split(const std::vector<PhaseResult>& phases) {
-  const PhaseResult* mix = OraclePhaseNamed(phases, "mixnet");
-  const PhaseResult* nb = OraclePhaseNamed(phases, "nonblocking");
+  const PhaseResult* mix = FindPhase(phases, "mixnet");
+  const PhaseResult* nb = FindPhase(phases, "nonblocking");
   if (mix == nullptr || nb == nullptr) return std::nullopt;
   return SplitGap(*mix, *nb);
 }

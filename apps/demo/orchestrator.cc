@@ -565,6 +565,7 @@ int RunDemo(DemoOptions o) {
   std::optional<Workload> w;
   OversubInfo oversub;
   if (int rc = Prepare(o, w, oversub); rc != 0) return rc;
+  AddPaperScale(o, oversub);
   PrintHeader(o, *w, oversub);
   std::vector<PhaseResult> phases;
   const int rc = RunPhases(o, *w, oversub, phases);

@@ -50,6 +50,13 @@ void AddLinks(const nlohmann::json& j, const std::string& prefix, const Rates& r
 
 }  // namespace
 
+const PhaseResult* FindPhase(const std::vector<PhaseResult>& phases, const std::string& fabric) {
+  for (const PhaseResult& p : phases) {
+    if (p.fabric == fabric && p.status.ok()) return &p;
+  }
+  return nullptr;
+}
+
 double PhaseResult::Mean(double IterationStats::*field, size_t from) const {
   if (iterations.size() <= from) return 0;
   double s = 0;

@@ -122,6 +122,9 @@ struct PhaseResult {
   std::string BusiestLink() const;  // the most frequent busiest link-direction
 };
 
+// The phase of `fabric` that completed (status ok), or nullptr.
+const PhaseResult* FindPhase(const std::vector<PhaseResult>& phases, const std::string& fabric);
+
 // Reads every rank's result file of the phase `c` (hosts of `spec`, leaf
 // uplinks at `uplink_gbps`) into `r`. DataLoss when an all-to-all or an
 // iteration is missing from a rank's file of a phase that completed.

@@ -16,13 +16,6 @@
 namespace mixnet::demo {
 namespace {
 
-const PhaseResult* Find(const std::vector<PhaseResult>& phases, const char* fabric) {
-  for (const PhaseResult& p : phases) {
-    if (p.fabric == fabric && p.status.ok()) return &p;
-  }
-  return nullptr;
-}
-
 uint64_t Lost(const PhaseResult& p) {
   uint64_t lost = p.bytes_bad;
   // Bytes never verified in a phase that completed (a failed phase is
@@ -70,18 +63,18 @@ nlohmann::ordered_json SwitchOverAlltoall(const DemoOptions& o, const PhaseResul
 // Every price row's oversub against mixnet (the primary row included).
 nlohmann::ordered_json ByPrice(const OversubInfo& v, const std::vector<PhaseResult>& phases,
                                bool cpu_bound) {
-  const PhaseResult* mix = Find(phases, "mixnet");
+  const PhaseResult* mix = FindPhase(phases, "mixnet");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   rows.push_back({{"price_gbps", v.price_gbps},
                   {"ratio", v.cost.ratio},
                   {"fabric", "oversub"},
-                  {"mixnet_vs_oversub", Ratio(mix, Find(phases, "oversub"), cpu_bound)}});
+                  {"mixnet_vs_oversub", Ratio(mix, FindPhase(phases, "oversub"), cpu_bound)}});
   for (const OversubRow& row : v.other_rows) {
     const std::string name = OversubRowName(row.price_gbps);
     rows.push_back({{"price_gbps", row.price_gbps},
                     {"ratio", row.cost.ratio},
                     {"fabric", name},
-                    {"mixnet_vs_oversub", Ratio(mix, Find(phases, name.c_str()), cpu_bound)}});
+                    {"mixnet_vs_oversub", Ratio(mix, FindPhase(phases, name), cpu_bound)}});
   }
   return rows;
 }
@@ -185,11 +178,11 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
         static_cast<long>(std::max<int64_t>(p.reconfigurations, 0)),
         static_cast<unsigned long>(p.bytes_verified), static_cast<unsigned long>(Lost(p)));
   }
-  const PhaseResult* mix = Find(phases, "mixnet");
-  const PhaseResult* nb = Find(phases, "nonblocking");
-  const PhaseResult* eps = Find(phases, "eps");
-  const PhaseResult* ov = Find(phases, "oversub");
-  const PhaseResult* st = Find(phases, "static");
+  const PhaseResult* mix = FindPhase(phases, "mixnet");
+  const PhaseResult* nb = FindPhase(phases, "nonblocking");
+  const PhaseResult* eps = FindPhase(phases, "eps");
+  const PhaseResult* ov = FindPhase(phases, "oversub");
+  const PhaseResult* st = FindPhase(phases, "static");
   std::printf("\n# summary (%s)\n",
               o.loopback ? "loopback: times are NOT meaningful" : "emulated cluster");
   if (mix != nullptr) {
@@ -229,7 +222,7 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
     line("static", st, "<= 0.85x");
     line("eps", eps, "none");
     for (const OversubRow& row : v.other_rows) {
-      const PhaseResult* other = Find(phases, OversubRowName(row.price_gbps).c_str());
+      const PhaseResult* other = FindPhase(phases, OversubRowName(row.price_gbps));
       if (mix == nullptr || other == nullptr) continue;
       std::printf(
           "mixnet / %-12s %.2fx (iteration time; the oversub that costs what mixnet costs "
@@ -427,9 +420,9 @@ absl::Status WritePlot(const DemoOptions& o, const std::vector<PhaseResult>& pha
 }
 
 void PrintSweepCell(const DemoOptions& o, const SweepCell& cell) {
-  const PhaseResult* mix = Find(cell.phases, "mixnet");
-  const PhaseResult* st = Find(cell.phases, "static");
-  const PhaseResult* nb = Find(cell.phases, "nonblocking");
+  const PhaseResult* mix = FindPhase(cell.phases, "mixnet");
+  const PhaseResult* st = FindPhase(cell.phases, "static");
+  const PhaseResult* nb = FindPhase(cell.phases, "nonblocking");
   const bool cpu_bound = CpuBound(cell.phases);
   std::fprintf(stderr,
                "# sweep: share %.2f switch %g ms: mixnet %.1f static %.1f nonblocking "
@@ -465,8 +458,8 @@ void PrintSweepTable(const DemoOptions& o, const std::vector<SweepCell>& cells) 
     for (size_t i = 0; i < cells.size(); i += 3) {
       std::printf("%12.2f", cells[i].affine_share);
       for (size_t k = i; k < i + 3 && k < cells.size(); ++k) {
-        const PhaseResult* mix = Find(cells[k].phases, "mixnet");
-        const PhaseResult* other = Find(cells[k].phases, what);
+        const PhaseResult* mix = FindPhase(cells[k].phases, "mixnet");
+        const PhaseResult* other = FindPhase(cells[k].phases, what);
         if (mix == nullptr || other == nullptr || Iter(other) <= 0) {
           std::printf(" %10s", "-");
         } else {

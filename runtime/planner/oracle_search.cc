@@ -111,7 +111,18 @@ absl::Status Search::Run(std::vector<Edge> edges) {
   Fill(edges);
   absl::StatusOr<double> cur = Evaluate(edges);
   if (!cur.ok()) return cur.status();
+  // Evaluates a changed set and takes it when it lowers the floor.
   bool improved = true;
+  auto take_if_better = [&](std::vector<Edge> next) -> absl::Status {
+    absl::StatusOr<double> v = Evaluate(next);
+    if (!v.ok()) return v.status();
+    if (*v < *cur * (1 - 1e-9)) {
+      edges = std::move(next);
+      cur = v;
+      improved = true;
+    }
+    return absl::OkStatus();
+  };
   while (improved && budget_left()) {
     improved = false;
     const int m = static_cast<int>(edges.size());
@@ -121,19 +132,12 @@ absl::Status Search::Run(std::vector<Edge> edges) {
         const Edge e = edges[p], g = edges[q];
         for (auto [x, y] : {std::pair{Edge{e.a, g.a}, Edge{e.b, g.b}},
                             std::pair{Edge{e.a, g.b}, Edge{e.b, g.a}}}) {
+          if (improved || !budget_left()) break;
           if (!Usable(x.a, x.b) || !Usable(y.a, y.b)) continue;
           std::vector<Edge> next = edges;
           next[p] = x;
           next[q] = y;
-          absl::StatusOr<double> v = Evaluate(next);
-          if (!v.ok()) return v.status();
-          if (*v < *cur * (1 - 1e-9)) {
-            edges = std::move(next);
-            cur = v;
-            improved = true;
-            break;
-          }
-          if (!budget_left()) break;
+          if (absl::Status s = take_if_better(std::move(next)); !s.ok()) return s;
         }
       }
     }
@@ -143,18 +147,10 @@ absl::Status Search::Run(std::vector<Edge> edges) {
       for (int end = 0; end < 2 && !improved; ++end) {
         for (int h = 0; h < n_ && !improved && budget_left(); ++h) {
           if (free[h] <= 0) continue;
-          Edge x = edges[p];
-          (end == 0 ? x.a : x.b) = h;
-          if (!Usable(x.a, x.b)) continue;
           std::vector<Edge> next = edges;
-          next[p] = x;
-          absl::StatusOr<double> v = Evaluate(next);
-          if (!v.ok()) return v.status();
-          if (*v < *cur * (1 - 1e-9)) {
-            edges = std::move(next);
-            cur = v;
-            improved = true;
-          }
+          (end == 0 ? next[p].a : next[p].b) = h;
+          if (!Usable(next[p].a, next[p].b)) continue;
+          if (absl::Status s = take_if_better(std::move(next)); !s.ok()) return s;
         }
       }
     }
