@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/planner/fluid_model.h"
@@ -38,14 +39,19 @@ class Electrical {
       }
     }
   }
-  void AddFlow(FlowNetwork& net, int src, int dst, double bytes) const {
-    if (src == dst) return;  // NVLink
+  // The links a flow from src to dst crosses (none within a server: NVLink).
+  std::vector<int> Links(int src, int dst) const {
+    if (src == dst) return {};
     const int ps = src / pod_servers_, pd = dst / pod_servers_;
     if (pods() > 0 && ps != pd) {
-      net.AddFlow(bytes, {2 * src, 2 * servers_ + 2 * ps, 2 * servers_ + 2 * pd + 1, 2 * dst + 1});
-    } else {
-      net.AddFlow(bytes, {2 * src, 2 * dst + 1});
+      return {2 * src, 2 * servers_ + 2 * ps, 2 * servers_ + 2 * pd + 1, 2 * dst + 1};
     }
+    return {2 * src, 2 * dst + 1};
+  }
+  void AddFlow(FlowNetwork& net, int src, int dst, double bytes) const {
+    if (src == dst) return;  // NVLink
+    const std::vector<int> links = Links(src, dst);
+    net.AddFlow(bytes, links);
   }
   double server_Bps() const { return server_Bps_; }
 
@@ -185,6 +191,28 @@ class CircuitFabric final : public Fabric {
             } else {
               eps_.AddFlow(net, base + i, base + j, b * scale);
             }
+          }
+          // Relays with one hop over EPS: the EPS links of that hop and the
+          // circuit of the other (EPS end to end when the circuit is gone).
+          for (const auto& [k, b] : s.eps_circuit) {
+            const int l2 = cl[k * n + j];
+            if (l2 < 0) {
+              eps_.AddFlow(net, base + i, base + j, b * scale);
+              continue;
+            }
+            std::vector<int> links = eps_.Links(base + i, base + k);
+            links.push_back(l2);
+            net.AddFlow(b * scale, links);
+          }
+          for (const auto& [k, b] : s.circuit_eps) {
+            const int l1 = cl[i * n + k];
+            if (l1 < 0) {
+              eps_.AddFlow(net, base + i, base + j, b * scale);
+              continue;
+            }
+            std::vector<int> links = {l1};
+            for (int l : eps_.Links(base + k, base + j)) links.push_back(l);
+            net.AddFlow(b * scale, links);
           }
         }
     }

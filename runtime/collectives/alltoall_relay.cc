@@ -3,8 +3,9 @@
 //
 // Bytes from origin O to destination D routed through relay R (a member of
 // the call) go O -> R and R -> D over the pairs' common direct links (chunk
-// k on link k mod their number; EPS path 0 when a pair has none), in chunks
-// of the origin's relay_chunk_bytes:
+// k on link k mod their number; EPS path 0 when a pair has none: router v2's
+// EPS-then-circuit and circuit-then-EPS relays), in chunks of the origin's
+// relay_chunk_bytes:
 //  - O's header to D lists the relay pieces (relay rank, length): the tail
 //    of O's block for D, in list order; O's header to R lists the forwards
 //    (destination rank, length). So R and D know what to expect without a
@@ -55,11 +56,12 @@ void DynamicCall::PlanRelays(const std::vector<PeerRouting>& routing) {
         shares[seen - relays.begin()] += rr.share;
         continue;
       }
-      // A relay this call cannot use (no link offered to it, too many
-      // streams): its share goes over EPS.
+      // A relay this call cannot use (not a dynamic member, too many
+      // streams): its share goes over EPS. A relay with no link to us takes
+      // its first hop over EPS (router v2's EPS-then-circuit relays).
       const bool usable = n_ <= kMaxRelayWorld && k >= 0 && k < n_ && k != me_ && k != peer &&
-                          comm_.dynamic(k) && !dyn_[k].offered.empty() &&
-                          relays.size() < kMaxRelays && forwards[k] < kMaxForwards;
+                          comm_.dynamic(k) && relays.size() < kMaxRelays &&
+                          forwards[k] < kMaxForwards;
       if (!usable) {
         eps += rr.share;
         continue;

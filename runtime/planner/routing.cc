@@ -55,7 +55,7 @@ RegionRouting DirectRouting(const FluidModel& model, const std::vector<double>& 
 // Tries to meet target `t` by moving EPS bytes onto relays (see routing.h).
 // Fills `out` and returns true when every EPS side fits within t E.
 bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<double>& cap,
-               double t, RegionRouting& out) {
+               double t, bool eps_relay, RegionRouting& out) {
   const int n = model.hosts();
   out = DirectRouting(model, cap, t);
   std::vector<double> spare(static_cast<size_t>(n) * n, 0);
@@ -77,6 +77,16 @@ bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<
   }
   const double tol = 1e-9 * scale;
 
+  // Adds m bytes over relay host k to a list of (k, bytes).
+  auto add = [](std::vector<std::pair<int, double>>& list, int k, double m) {
+    for (auto& r : list) {
+      if (r.first == k) {
+        r.second += m;
+        return;
+      }
+    }
+    list.emplace_back(k, m);
+  };
   // Moves up to `want` EPS bytes of (i, j) onto relays via the circuit peers of `via_host`.
   auto relieve = [&](int i, int j, double want) {
     PairSplit& p = out.at(i, j);
@@ -95,18 +105,48 @@ bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<
       ex_out[i] -= m;
       ex_in[j] -= m;
       want -= m;
-      bool merged = false;
-      for (auto& r : p.relay) {
-        if (r.first == k) {
-          r.second += m;
-          merged = true;
-        }
-      }
-      if (!merged) p.relay.emplace_back(k, m);
+      add(p.relay, k, m);
     }
   };
-  // Pairs whose both ends are over first (each byte moved helps twice), then the rest.
-  for (int pass = 0; pass < 2; ++pass) {
+  // j's EPS ingress is over: EPS bytes of (i, j) go i -EPS-> k -circuit-> j
+  // through j's circuit peers k with spare EPS ingress and no circuit from i.
+  auto feed = [&](int i, int j) {
+    PairSplit& p = out.at(i, j);
+    for (const CircuitLink& l : adj[j]) {
+      if (ex_in[j] <= tol || p.eps <= tol) break;
+      const int k = l.peer;
+      if (k == i || k == j || cap[static_cast<size_t>(i) * n + k] > 0) continue;
+      const size_t kj = static_cast<size_t>(k) * n + j;
+      const double m = std::min({ex_in[j], p.eps, -ex_in[k], spare[kj]});
+      if (m <= tol) continue;
+      spare[kj] -= m;
+      p.eps -= m;
+      ex_in[j] -= m;
+      ex_in[k] += m;
+      add(p.eps_circuit, k, m);
+    }
+  };
+  // i's EPS egress is over: EPS bytes of (i, j) go i -circuit-> k -EPS-> j
+  // through i's circuit peers k with spare EPS egress and no circuit to j.
+  auto spill = [&](int i, int j) {
+    PairSplit& p = out.at(i, j);
+    for (const CircuitLink& l : adj[i]) {
+      if (ex_out[i] <= tol || p.eps <= tol) break;
+      const int k = l.peer;
+      if (k == i || k == j || cap[static_cast<size_t>(k) * n + j] > 0) continue;
+      const size_t ik = static_cast<size_t>(i) * n + k;
+      const double m = std::min({ex_out[i], p.eps, -ex_out[k], spare[ik]});
+      if (m <= tol) continue;
+      spare[ik] -= m;
+      p.eps -= m;
+      ex_out[i] -= m;
+      ex_out[k] += m;
+      add(p.circuit_eps, k, m);
+    }
+  };
+  // Pairs whose both ends are over first (each byte moved helps twice), then
+  // the rest; then one-sided relays for what is still over.
+  for (int pass = 0; pass < (eps_relay ? 3 : 2); ++pass) {
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
         if (i == j) continue;
@@ -114,7 +154,12 @@ bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<
         const bool one = ex_out[i] > tol || ex_in[j] > tol;
         if (pass == 0 ? !both : !one) continue;
         if (out.at(i, j).eps <= tol) continue;
-        relieve(i, j, std::max(ex_out[i], ex_in[j]));
+        if (pass < 2) {
+          relieve(i, j, std::max(ex_out[i], ex_in[j]));
+        } else {
+          if (ex_in[j] > tol) feed(i, j);
+          if (ex_out[i] > tol) spill(i, j);
+        }
       }
     }
   }
@@ -143,6 +188,16 @@ double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
         load[static_cast<size_t>(i) * n + k] += bytes;
         load[static_cast<size_t>(k) * n + j] += bytes;
       }
+      for (const auto& [k, bytes] : p.eps_circuit) {
+        eps_out[i] += bytes;
+        eps_in[k] += bytes;
+        load[static_cast<size_t>(k) * n + j] += bytes;
+      }
+      for (const auto& [k, bytes] : p.circuit_eps) {
+        load[static_cast<size_t>(i) * n + k] += bytes;
+        eps_out[k] += bytes;
+        eps_in[j] += bytes;
+      }
     }
   }
   auto ratio = [](double bytes, double rate) {
@@ -159,16 +214,33 @@ double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
     // Store and forward: the last chunk crosses the second hop (one of its
     // circuits) after the first hop has carried everything it carries.
     const std::vector<int> count = DenseCounts(n, adjacency);
+    auto one_circuit = [&](size_t x) { return count[x] > 0 ? cap[x] / count[x] : 0.0; };
+    // A hop over EPS from a to b: the slower of a's egress and b's ingress.
+    auto eps_hop = [&](int a, int b) {
+      return std::max(ratio(eps_out[a], model.eps_Bps(a)), ratio(eps_in[b], model.eps_Bps(b)));
+    };
     for (int i = 0; i < n && i < routing.hosts; ++i) {
       for (int j = 0; j < n && j < routing.hosts; ++j) {
         if (i == j) continue;
-        for (const auto& [k, bytes] : routing.at(i, j).relay) {
+        const PairSplit& p = routing.at(i, j);
+        for (const auto& [k, bytes] : p.relay) {
           if (bytes <= 0) continue;
           const size_t ik = static_cast<size_t>(i) * n + k;
           const size_t kj = static_cast<size_t>(k) * n + j;
-          const double one_circuit = count[kj] > 0 ? cap[kj] / count[kj] : 0;
-          t = std::max(
-              t, ratio(load[ik], cap[ik]) + ratio(std::min(relay_chunk_bytes, bytes), one_circuit));
+          t = std::max(t, ratio(load[ik], cap[ik]) +
+                              ratio(std::min(relay_chunk_bytes, bytes), one_circuit(kj)));
+        }
+        for (const auto& [k, bytes] : p.eps_circuit) {
+          if (bytes <= 0) continue;
+          const size_t kj = static_cast<size_t>(k) * n + j;
+          t = std::max(t,
+                       eps_hop(i, k) + ratio(std::min(relay_chunk_bytes, bytes), one_circuit(kj)));
+        }
+        for (const auto& [k, bytes] : p.circuit_eps) {
+          if (bytes <= 0) continue;
+          const size_t ik = static_cast<size_t>(i) * n + k;
+          t = std::max(t, ratio(load[ik], cap[ik]) +
+                              ratio(std::min(relay_chunk_bytes, bytes), model.eps_Bps(k)));
         }
       }
     }
@@ -187,6 +259,7 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
               [](const CircuitLink& a, const CircuitLink& b) { return a.peer < b.peer; });
   }
   const std::vector<double> cap = DenseCaps(n, adjacency);
+  const bool eps_relay = options.eps_relay;
   const double t0 = model.Estimate(adjacency).completion_s;
   RegionRouting best = DirectRouting(model, cap, t0);
   best.completion_s = EvaluateRouting(model, adjacency, best);
@@ -207,7 +280,7 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
     if (!std::isfinite(lo) || lo <= 0) return best;
     double t = lo;
     for (int i = 0; i < 60 && !have; ++i) {
-      if (TryTarget(model, adjacency, cap, t, trial)) {
+      if (TryTarget(model, adjacency, cap, t, eps_relay, trial)) {
         found = std::move(trial);
         found.completion_s = EvaluateRouting(model, adjacency, found, options.relay_chunk_bytes);
         have = true;
@@ -224,7 +297,7 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
   // sooner, so the feasible routing kept is the one that evaluates best.
   for (int step = 0; step < options.search_steps; ++step) {
     const double mid = 0.5 * (lo + hi);
-    if (TryTarget(model, adjacency, cap, mid, trial)) {
+    if (TryTarget(model, adjacency, cap, mid, eps_relay, trial)) {
       hi = mid;
       trial.completion_s = EvaluateRouting(model, adjacency, trial, options.relay_chunk_bytes);
       if (!have || trial.completion_s < found.completion_s) found = std::move(trial);
@@ -244,7 +317,7 @@ RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& unsorted
     double a = hi;
     double b = best.completion_s;
     auto eval = [&](double t) {
-      if (!TryTarget(model, adjacency, cap, t, trial)) return kInfinity;
+      if (!TryTarget(model, adjacency, cap, t, eps_relay, trial)) return kInfinity;
       trial.completion_s = EvaluateRouting(model, adjacency, trial, options.relay_chunk_bytes);
       if (trial.completion_s < found.completion_s) found = trial;
       return trial.completion_s;

@@ -1,5 +1,5 @@
 // Splitting each host pair's bytes across its direct circuits, EPS and two-hop
-// relays through a host with circuits to both ends, so that the fluid-model
+// relays through a third host (circuit-circuit, EPS-circuit, circuit-EPS), so that the fluid-model
 // completion time (fluid_model.h) is smallest: the water-filling router v2
 // builds its per-path weights from, and the planner and the simulator score
 // topologies with. Pure computation, callable from any thread.
@@ -12,7 +12,15 @@
 //     of T c as spare; every host whose EPS egress (or ingress) exceeds T E
 //     moves EPS bytes of its pairs (i, j) onto relays i -> k -> j with spare on
 //     both circuits, as much as the excess, until no excess remains (the
-//     target is feasible) or no relay has spare (it is not).
+//     target is feasible) or no relay has spare (it is not). Relays over
+//     two circuits go first (a byte moved relieves both ends); then a host
+//     whose EPS ingress is still over is fed EPS-then-circuit through its
+//     circuit peers (i -EPS-> k -circuit-> j, using k's spare EPS ingress),
+//     and one whose egress is still over sends circuit-then-EPS (i -circuit->
+//     k -EPS-> j, using k's spare EPS egress). A one-sided relay goes only
+//     through a host k with no circuit on the EPS hop's pair: the data plane
+//     sends each hop over the pair's circuits when it has any (see
+//     runtime/collectives/alltoall_relay.cc).
 //  3. With store and forward (below) a smaller target relays more but need
 //     not finish sooner: when the tails bind, a golden-section search over
 //     targets between the smallest feasible one and T0 finds the best
@@ -41,13 +49,20 @@ namespace mixnet::planner {
 struct PairSplit {
   double circuit = 0;                         // over the circuits joining i and j
   double eps = 0;                             // over EPS
-  std::vector<std::pair<int, double>> relay;  // (relay host k, bytes) over i -> k -> j
+  std::vector<std::pair<int, double>> relay;  // (relay host k, bytes) over i -> k -> j, circuits
+  // (k, bytes) over i -> k on EPS, then k -> j on k's circuits to j.
+  std::vector<std::pair<int, double>> eps_circuit;
+  // (k, bytes) over i -> k on i's circuits to k, then k -> j on EPS.
+  std::vector<std::pair<int, double>> circuit_eps;
 
   double total() const {
     double t = circuit + eps;
     for (const auto& r : relay) t += r.second;
+    for (const auto& r : eps_circuit) t += r.second;
+    for (const auto& r : circuit_eps) t += r.second;
     return t;
   }
+  bool has_relays() const { return !relay.empty() || !eps_circuit.empty() || !circuit_eps.empty(); }
 };
 
 struct RegionRouting {
@@ -62,7 +77,10 @@ struct RegionRouting {
 };
 
 struct RoutingOptions {
-  bool relay = true;      // allow two-hop relays over circuits
+  bool relay = true;  // allow two-hop relays over circuits
+  // Also allow relays with one hop over EPS (EPS-circuit, circuit-EPS);
+  // only with `relay`.
+  bool eps_relay = true;
   int search_steps = 24;  // binary-search steps on the target time
   // The relays' unit of store and forward, bytes (the origin's
   // MIXNET_RELAY_CHUNK_BYTES); 0: fluid relays.
@@ -79,10 +97,12 @@ RegionRouting CircuitOnlyRouting(const FluidModel& model, const Adjacency& adjac
 RegionRouting EpsOnlyRouting(const FluidModel& model);
 
 // The completion time of a given routing: the largest load / capacity over
-// every circuit direction (direct bytes, plus both hops of every relay through
-// it) and every host's EPS egress and ingress, and, with relay_chunk_bytes > 0,
-// every relay route's first-hop time plus its last chunk's second hop (see
-// above). Infinity when bytes use a path of capacity 0.
+// every circuit direction (direct bytes, plus every relay hop over it) and
+// every host's EPS egress and ingress (direct EPS bytes plus every relay hop
+// over EPS), and, with relay_chunk_bytes > 0, every relay route's first-hop
+// time plus its last chunk's second hop (see above; a hop over EPS runs at
+// the slower of its two ends' EPS time). Infinity when bytes use a path of
+// capacity 0.
 double EvaluateRouting(const FluidModel& model, const Adjacency& adjacency,
                        const RegionRouting& routing, double relay_chunk_bytes = 0);
 

@@ -23,7 +23,9 @@ namespace mixnet::router {
 
 struct RouterV2Options;
 
-// kRelay (router v2 only): two circuits through a relay host.
+// kRelay (router v2 only): two hops through a relay host, each over
+// circuits (kOcs) or EPS (kEps), not both over EPS (Path::first_hop,
+// second_hop).
 enum class PathKind { kIntraHost, kOcs, kEps, kRelay };
 std::string_view PathKindName(PathKind kind);
 
@@ -40,7 +42,11 @@ struct Path {
   // of one peer's paths sum to 1. Router v1: equal weights.
   double weight = 0;
   // kRelay only: the first hop ends at `remote_nic` of `relay_host`, which
-  // forwards through its `relay_nic` to the peer's `peer_nic`.
+  // forwards through its `relay_nic` to the peer's `peer_nic`. Each hop is
+  // kOcs (a circuit: the NICs of the pair's first circuit) or kEps (the
+  // pair's first EPS path).
+  PathKind first_hop = PathKind::kOcs;
+  PathKind second_hop = PathKind::kOcs;
   std::string relay_host;
   std::string relay_nic;
   std::string peer_nic;

@@ -214,25 +214,67 @@ absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topo
     };
     share(table.PathsTo(peer), PathKind::kOcs, split.circuit);
     share(table.EpsPathsTo(peer), PathKind::kEps, split.eps);
-    for (const auto& [k, bytes] : split.relay) {
-      const std::vector<Hop>& first = hops[li * n + k];
-      const std::vector<Hop>& second = hops[k * n + j];
-      if (bytes <= 0 || first.empty() || second.empty()) continue;
+    // One relay path through host k: each hop over the pair's first circuit
+    // or, for kEps, its first EPS path.
+    auto relay = [&](int k, double bytes, PathKind first_kind, PathKind second_kind) {
+      if (bytes <= 0) return;
+      const std::string& via = spec.hosts[members[k]].name;
       Path p;
       p.kind = PathKind::kRelay;
-      p.local_nic = first[0].a_nic->name;
-      p.local_address = first[0].a_nic->address;
-      p.remote_nic = first[0].b_nic->name;
-      p.remote_address = first[0].b_nic->address;
-      p.relay_host = spec.hosts[members[k]].name;
-      p.relay_nic = second[0].a_nic->name;
-      p.peer_nic = second[0].b_nic->name;
-      p.peer_address = second[0].b_nic->address;
-      p.gbps = std::min({first[0].a_nic->gbps, first[0].b_nic->gbps, second[0].a_nic->gbps,
-                         second[0].b_nic->gbps});
+      p.first_hop = first_kind;
+      p.second_hop = second_kind;
+      p.relay_host = via;
+      std::vector<double> rates;
+      if (first_kind == PathKind::kOcs) {
+        const std::vector<Hop>& first = hops[li * n + k];
+        if (first.empty()) return;
+        p.local_nic = first[0].a_nic->name;
+        p.local_address = first[0].a_nic->address;
+        p.remote_nic = first[0].b_nic->name;
+        p.remote_address = first[0].b_nic->address;
+        rates = {first[0].a_nic->gbps, first[0].b_nic->gbps};
+      } else {
+        const std::vector<Path>& first = table.EpsPathsTo(via);
+        if (first.empty()) return;
+        p.local_nic = first[0].local_nic;
+        p.local_address = first[0].local_address;
+        p.remote_nic = first[0].remote_nic;
+        p.remote_address = first[0].remote_address;
+        rates = {first[0].gbps};
+      }
+      if (second_kind == PathKind::kOcs) {
+        const std::vector<Hop>& second = hops[k * n + j];
+        if (second.empty()) return;
+        p.relay_nic = second[0].a_nic->name;
+        p.peer_nic = second[0].b_nic->name;
+        p.peer_address = second[0].b_nic->address;
+        rates.push_back(std::min(second[0].a_nic->gbps, second[0].b_nic->gbps));
+      } else {
+        // The relay's EPS NIC towards the peer: EPS NICs pair in order, so
+        // the relay's first EPS NIC and the peer's first.
+        const NicSpec* r_eps = nullptr;
+        const NicSpec* p_eps = nullptr;
+        for (const NicSpec& nic : spec.hosts[members[k]].nics) {
+          if (nic.role == cluster::NicRole::kEps && r_eps == nullptr) r_eps = &nic;
+        }
+        for (const NicSpec& nic : spec.hosts[members[j]].nics) {
+          if (nic.role == cluster::NicRole::kEps && p_eps == nullptr) p_eps = &nic;
+        }
+        if (r_eps == nullptr || p_eps == nullptr) return;
+        p.relay_nic = r_eps->name;
+        p.peer_nic = p_eps->name;
+        p.peer_address = p_eps->address;
+        rates.push_back(std::min(r_eps->gbps, p_eps->gbps));
+      }
+      p.gbps = *std::min_element(rates.begin(), rates.end());
       p.weight = bytes / d;
       out.push_back(std::move(p));
-    }
+    };
+    for (const auto& [k, bytes] : split.relay) relay(k, bytes, PathKind::kOcs, PathKind::kOcs);
+    for (const auto& [k, bytes] : split.eps_circuit)
+      relay(k, bytes, PathKind::kEps, PathKind::kOcs);
+    for (const auto& [k, bytes] : split.circuit_eps)
+      relay(k, bytes, PathKind::kOcs, PathKind::kEps);
     double sum = 0;
     for (const Path& p : out) sum += p.weight;
     if (out.empty() || !(sum > 0)) continue;  // keep v1's paths

@@ -1,6 +1,7 @@
 // Router v2: the route table of one host for one topology epoch, with per-path
 // weights that split each peer's bytes across its direct circuits, EPS and
-// (optionally) two-hop relays through a host with circuits to both ends, so
+// (optionally) two-hop relays through a third host (two circuits, or one
+// circuit and one EPS hop: Path::first_hop, second_hop), so
 // that the fluid-model completion time of the host's region is smallest
 // (planner::OptimiseRouting, water-filling). Every host of a region computes
 // the same region-wide split from the same inputs (deterministic), so relays

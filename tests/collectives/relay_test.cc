@@ -6,7 +6,10 @@
 // against hand-worked shares, every byte checked at the destination); that
 // every host can relay for every other at once with the smallest buffers
 // (no deadlock); that a relay hop cut mid-transfer loses nothing (the origin
-// re-sends the piece over EPS); that a relay rank SIGKILLed mid-transfer is
+// re-sends the piece over EPS); that relays with one hop over EPS (a hot
+// receiver fed through its partner, a hot sender through its) carry the plan's
+// shares and lose nothing across a cut of their circuit hop; that a relay
+// rank SIGKILLed mid-transfer is
 // reported by every other rank without a hang, and that when it dies at a
 // known point (its own test hook) the others' blocks still arrive whole,
 // the unforwarded pieces re-sent over EPS, before they report it; and the relay cutting
@@ -196,6 +199,112 @@ TEST_P(RelayCut, TheOriginResendsThePieceOverEps) {
 INSTANTIATE_TEST_SUITE_P(Hops, RelayCut, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "SecondHop" : "FirstHop";
+                         });
+
+// A star's arm: h0 ocs0 (port 1) - h1 ocs0 (port 3); h2 and h3 have no
+// circuit.
+const char* kArm = "  - {switch: s0, ports: [1, 3]}\n";
+
+// Relays with one hop over EPS (router v2, runtime/planner/routing.h; the
+// fluid shares are hand-worked in tests/planner/fluid_model_test.cc):
+//  - EpsThenCircuit: h2 and h3 send h0 D each; h0's EPS ingress binds, so
+//    part goes h2|h3 -EPS-> h1 -circuit-> h0;
+//  - CircuitThenEps: h0 sends h2 and h3 D each; h0's EPS egress binds, so
+//    part goes h0 -circuit-> h1 -EPS-> h2|h3.
+// Checks that the ranks send the plan's relay shares through h1 (counted at
+// the origins, forwarded by h1), that the EPS hop carries no direct-link
+// bytes, every byte at the destination. With `cut`, h1 kills its circuit
+// while it forwards: the pieces cut come again over EPS, exactly once (every
+// byte checked), and the next call works.
+struct OneSidedCase {
+  bool eps_first = true;
+  bool cut = false;
+};
+
+class OneSidedRelay : public ::testing::TestWithParam<OneSidedCase> {};
+
+TEST_P(OneSidedRelay, RanksSendThePlansSharesAndLoseNothingAcrossACut) {
+  const OneSidedCase c = GetParam();
+  const std::string spec = testing::LoOcsSpec("lo-relay-one-sided", 4, kArm);
+  const double d = 3.0 * kMiB;
+  // The plan and the traffic: hot pairs (2, 0), (3, 0), or (0, 2), (0, 3).
+  auto hot = [&](int s, int t) { return c.eps_first ? (t == 0 && s >= 2) : (s == 0 && t >= 2); };
+  const uint64_t block = c.cut ? 48 * kMiB : 3 * kMiB;
+  const int calls = c.cut ? 1 : 3;
+  std::vector<Counters> got(4);
+  std::vector<uint64_t> direct(4, 0);
+  std::vector<std::vector<PeerRouting>> routing(4, std::vector<PeerRouting>(4));
+  auto st = RunRanks(4, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
+    ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(rank, n, store, spec));
+    RETURN_IF_ERROR(comm->SetRouting(Plan(4, [&](int s, int t) { return hot(s, t) ? d : 0.0; })));
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer != rank) routing[rank][peer] = comm->routing(peer);
+    }
+    std::thread killer;
+    if (c.cut && rank == 1) {
+      killer = testing::KillDirectLinkWhen(
+          *comm, [&] { return comm->relay_bytes_forwarded() > 0; }, 0);
+    }
+    absl::Status s;
+    for (int it = 0; it < calls && s.ok(); ++it) {
+      s = CheckedAlltoallv(*comm, it, [&](int a, int b) { return hot(a, b) ? block : 0; });
+    }
+    if (killer.joinable()) killer.join();
+    RETURN_IF_ERROR(s);
+    got[rank] = {comm->relay_bytes_sent(), comm->relay_bytes_forwarded(), comm->pieces_resent()};
+    direct[rank] = comm->direct_bytes_sent();
+    RETURN_IF_ERROR(CheckedAlltoallv(*comm, 9, [](int, int) { return kMiB; }));
+    RETURN_IF_ERROR(comm->health());
+    return Barrier(*comm);
+  });
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+  // The plan relays through h1 only, and some of it.
+  double want = 0;
+  int relaying = 0;
+  for (int s = 0; s < 4; ++s) {
+    for (int t = 0; t < 4; ++t) {
+      if (!hot(s, t)) continue;
+      const PeerRouting& r = routing[s][t];
+      for (const RelayRoute& rr : r.relays) {
+        EXPECT_EQ(rr.rank, 1) << s << "->" << t;
+        want += rr.share * static_cast<double>(block) * calls;
+      }
+      relaying += r.relays.empty() ? 0 : 1;
+    }
+  }
+  ASSERT_GT(relaying, 0) << "the plan relays nothing";
+  const uint64_t sent = got[0].relay_sent + got[2].relay_sent + got[3].relay_sent;
+  // (A cut first hop fails the origin's sends after it: those are not counted.)
+  if (!c.cut || c.eps_first) {
+    EXPECT_NEAR(static_cast<double>(sent), want, 2 * 4096.0 * calls) << "relayed bytes";
+  }
+  EXPECT_EQ(got[1].relay_sent, 0u);
+  if (c.eps_first) {
+    EXPECT_EQ(direct[2] + direct[3], 0u) << "h2 and h3 have no circuit: the first hop is EPS";
+  } else {
+    EXPECT_EQ(direct[1], 0u) << "h1 has no circuit to h2 or h3: the second hop is EPS";
+  }
+  if (!c.cut) {
+    EXPECT_EQ(got[1].forwarded, sent);
+    if (c.eps_first) EXPECT_EQ(direct[1], sent) << "the second hop is h1's circuit";
+    if (!c.eps_first) EXPECT_EQ(direct[0], sent) << "the first hop is h0's circuit";
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i].resent, 0u) << "rank " << i;
+  } else {
+    const uint64_t resent = got[0].resent + got[2].resent + got[3].resent;
+    EXPECT_GE(resent, 1u) << "no relay piece was re-sent over EPS";
+    EXPECT_LE(resent, static_cast<uint64_t>(relaying));
+    EXPECT_LT(static_cast<double>(got[1].forwarded), want)
+        << "the cut came after h1 had forwarded everything";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, OneSidedRelay,
+                         ::testing::Values(OneSidedCase{true, false}, OneSidedCase{true, true},
+                                           OneSidedCase{false, false}, OneSidedCase{false, true}),
+                         [](const ::testing::TestParamInfo<OneSidedCase>& i) {
+                           return absl::StrCat(
+                               i.param.eps_first ? "EpsThenCircuit" : "CircuitThenEps",
+                               i.param.cut ? "Cut" : "");
                          });
 
 // The relay rank SIGKILLed while it forwards: every other rank returns

@@ -154,6 +154,94 @@ TEST(RoutingTest, RelayAndEpsShareEvenly) {
   EXPECT_NEAR(routing_time::RoutingTime({1, 1, 1}, circuits, r), r.completion_s, 1e-12);
 }
 
+// Bytes of a list of (relay host, bytes) through host k.
+double Through(const std::vector<std::pair<int, double>>& list, int k) {
+  double b = 0;
+  for (const auto& [via, bytes] : list) b += via == k ? bytes : 0;
+  return b;
+}
+
+TEST(RoutingTest, AHotReceiverIsFedThroughItsPartnerEpsThenCircuit) {
+  // Four hosts, EPS 1 B/s each, one circuit h0-h1 at 2 B/s. h2 and h3 send
+  // h0 1 byte each and have no circuit. Over EPS alone h0's ingress takes
+  // 2 s. The bound is 1 s (h2's and h3's egress); it is met by sending 1 byte
+  // h2|h3 -EPS-> h1 -circuit-> h0 (h1's ingress 1 byte, the circuit 1 of 2).
+  TrafficMatrix m(4);
+  m.at(2, 0) = 1;
+  m.at(3, 0) = 1;
+  const std::vector<UndirectedCircuit> circuits = {{0, 1, 2}};
+  const FluidModel model(m, {1, 1, 1, 1});
+  const Adjacency adj = MakeAdjacency(4, circuits);
+  EXPECT_DOUBLE_EQ(OptimiseRouting(model, adj, {.eps_relay = false}).completion_s, 2);
+  const RegionRouting r = OptimiseRouting(model, adj);
+  EXPECT_NEAR(r.completion_s, 1, 1e-3);
+  const double fed = Through(r.at(2, 0).eps_circuit, 1) + Through(r.at(3, 0).eps_circuit, 1);
+  EXPECT_NEAR(fed, 1, 2e-3);
+  for (int i : {2, 3}) {
+    EXPECT_TRUE(r.at(i, 0).relay.empty());
+    EXPECT_TRUE(r.at(i, 0).circuit_eps.empty());
+    EXPECT_NEAR(r.at(i, 0).total(), 1, 1e-9);
+  }
+  EXPECT_NEAR(routing_time::RoutingTime({1, 1, 1, 1}, circuits, r), r.completion_s, 1e-12);
+}
+
+TEST(RoutingTest, AHotSenderSpillsCircuitThenEps) {
+  // The mirror case: h0 sends h2 and h3 1 byte each; h0's egress is what
+  // binds (2 s over EPS); 1 byte h0 -circuit-> h1 -EPS-> h2|h3 meets 1 s.
+  TrafficMatrix m(4);
+  m.at(0, 2) = 1;
+  m.at(0, 3) = 1;
+  const std::vector<UndirectedCircuit> circuits = {{0, 1, 2}};
+  const FluidModel model(m, {1, 1, 1, 1});
+  const Adjacency adj = MakeAdjacency(4, circuits);
+  const RegionRouting r = OptimiseRouting(model, adj);
+  EXPECT_NEAR(r.completion_s, 1, 1e-3);
+  EXPECT_NEAR(Through(r.at(0, 2).circuit_eps, 1) + Through(r.at(0, 3).circuit_eps, 1), 1, 2e-3);
+  EXPECT_TRUE(r.at(0, 2).eps_circuit.empty());
+  EXPECT_NEAR(routing_time::RoutingTime({1, 1, 1, 1}, circuits, r), r.completion_s, 1e-12);
+}
+
+TEST(RoutingTest, ARelayWhoseEpsIngressIsFullIsNotChosen) {
+  // Six hosts, EPS 1 B/s; circuits h0-h1 and h0-h4 at 2 B/s. h2 and h3 send
+  // h0 1 byte each; h5 sends h1 1 byte, which fills h1's EPS ingress for
+  // 1 s. Feeding h0 through h1 would push h1 over 1 s; through h4 (idle
+  // ingress) it meets the 1 s bound.
+  TrafficMatrix m(6);
+  m.at(2, 0) = 1;
+  m.at(3, 0) = 1;
+  m.at(5, 1) = 1;
+  const std::vector<UndirectedCircuit> circuits = {{0, 1, 2}, {0, 4, 2}};
+  const FluidModel model(m, std::vector<double>(6, 1));
+  const RegionRouting r = OptimiseRouting(model, MakeAdjacency(6, circuits));
+  EXPECT_NEAR(r.completion_s, 1, 1e-3);
+  double via1 = 0, via4 = 0;
+  for (int i : {2, 3}) {
+    via1 += Through(r.at(i, 0).eps_circuit, 1);
+    via4 += Through(r.at(i, 0).eps_circuit, 4);
+  }
+  // At most the target's slack (the search stops within 1e-4 of the bound).
+  EXPECT_LT(via1, 2e-3);
+  EXPECT_NEAR(via4, 1, 3e-3);
+  EXPECT_NEAR(routing_time::RoutingTime(std::vector<double>(6, 1), circuits, r), r.completion_s,
+              1e-12);
+}
+
+TEST(RoutingTest, OneSidedRelaysAvoidAPairWithACircuitOnTheEpsHop) {
+  // h2 -> h0 over EPS-circuit through h1 is not offered when h2 and h1 share
+  // a circuit (the data plane would send that hop over the circuit); a relay
+  // over both circuits is used instead. Circuits h0-h1 and h1-h2 at 2 B/s;
+  // h2 and h3 send h0 1 byte each.
+  TrafficMatrix m(4);
+  m.at(2, 0) = 1;
+  m.at(3, 0) = 1;
+  const std::vector<UndirectedCircuit> circuits = {{0, 1, 2}, {1, 2, 2}};
+  const FluidModel model(m, {1, 1, 1, 1});
+  const RegionRouting r = OptimiseRouting(model, MakeAdjacency(4, circuits));
+  EXPECT_NEAR(r.completion_s, 1, 1e-3);
+  EXPECT_TRUE(r.at(2, 0).eps_circuit.empty());
+  EXPECT_NEAR(routing_time::RoutingTime({1, 1, 1, 1}, circuits, r), r.completion_s, 1e-12);
+}
+
 TEST(RoutingTest, BaselinesAndEvaluation) {
   TrafficMatrix m(2);
   m.at(0, 1) = 30;
@@ -295,12 +383,24 @@ TEST(RoutingPropertyTest, NeverWorseThanBaselinesAndConservesBytes) {
         EXPECT_NEAR(p.total(), m.at(i, j), 1e-9 * (1 + m.at(i, j)));
         EXPECT_GE(p.eps, -1e-9);
         EXPECT_GE(p.circuit, -1e-9);
+        auto joined = [&](int a, int b) {
+          for (const CircuitLink& l : adj[a]) {
+            if (l.peer == b) return true;
+          }
+          return false;
+        };
         for (const auto& [via, b] : p.relay) {
           EXPECT_GT(b, 0);
-          bool first = false, second = false;
-          for (const CircuitLink& l : adj[i]) first |= l.peer == via;
-          for (const CircuitLink& l : adj[via]) second |= l.peer == j;
-          EXPECT_TRUE(first && second) << i << "->" << via << "->" << j;
+          EXPECT_TRUE(joined(i, via) && joined(via, j)) << i << "->" << via << "->" << j;
+        }
+        // One-sided relays: a circuit on the circuit hop, none on the EPS hop.
+        for (const auto& [via, b] : p.eps_circuit) {
+          EXPECT_GT(b, 0);
+          EXPECT_TRUE(!joined(i, via) && joined(via, j)) << i << "-EPS->" << via << "->" << j;
+        }
+        for (const auto& [via, b] : p.circuit_eps) {
+          EXPECT_GT(b, 0);
+          EXPECT_TRUE(joined(i, via) && !joined(via, j)) << i << "->" << via << "-EPS->" << j;
         }
       }
     }

@@ -15,8 +15,9 @@
 namespace mixnet::routing_time {
 
 // The time `r` needs: the largest bytes / rate over every circuit direction
-// (direct bytes plus both hops of each relay; a pair's rate is the sum of the
-// circuits joining it) and every host's EPS egress and ingress over eps_Bps[h].
+// (direct bytes plus each relay hop over circuits; a pair's rate is the sum of
+// the circuits joining it) and every host's EPS egress and ingress over
+// eps_Bps[h] (direct bytes plus each relay hop over EPS).
 // Infinity when bytes use a path of rate 0.
 inline double RoutingTime(const std::vector<double>& eps_Bps,
                           const std::vector<planner::UndirectedCircuit>& circuits,
@@ -37,6 +38,16 @@ inline double RoutingTime(const std::vector<double>& eps_Bps,
       for (const auto& [k, bytes] : p.relay) {
         load[i * n + k] += bytes;
         load[k * n + j] += bytes;
+      }
+      for (const auto& [k, bytes] : p.eps_circuit) {  // i -EPS-> k -circuit-> j
+        out[i] += bytes;
+        in[k] += bytes;
+        load[k * n + j] += bytes;
+      }
+      for (const auto& [k, bytes] : p.circuit_eps) {  // i -circuit-> k -EPS-> j
+        load[i * n + k] += bytes;
+        out[k] += bytes;
+        in[j] += bytes;
       }
     }
   }

@@ -156,6 +156,58 @@ TEST(RouteTableV2Test, RelaysThroughAHostWithCircuitsToBothEnds) {
   EXPECT_DOUBLE_EQ(WeightOf(direct.PathsTo("h2"), PathKind::kEps), 1);
 }
 
+TEST(RouteTableV2Test, RelaysWithOneHopOverEps) {
+  ClusterSpec spec = Spec();
+  const Topology topo{1, {{"sw", 1, 3}}};  // h0 ocs0 - h1 ocs0 only
+  // Hot receiver: h2 and h3 send h0 2e9 bytes each. EPS alone: h0's ingress,
+  // 4 s. The senders' egress bounds it at 2 s, met by 2e9 bytes over
+  // h2|h3 -EPS-> h1 -circuit-> h0 (h1's ingress and the circuit, 2 s each).
+  TrafficMatrix in(5);
+  in.at(2, 0) = 2e9;
+  in.at(3, 0) = 2e9;
+  double relayed = 0;
+  for (const std::string from : {"h2", "h3"}) {
+    RouteTable t = MustV2(spec, topo, from, in);
+    EXPECT_NEAR(t.predicted_completion_s(), 2, 2e-3) << from;
+    ExpectWeightsSumToOne(t);
+    for (const Path& path : t.PathsTo("h0")) {
+      if (path.kind != PathKind::kRelay) continue;
+      relayed += path.weight * 2e9;
+      EXPECT_EQ(path.first_hop, PathKind::kEps) << from;
+      EXPECT_EQ(path.second_hop, PathKind::kOcs) << from;
+      EXPECT_EQ(path.relay_host, "h1");
+      EXPECT_EQ(path.local_nic, "eps0");
+      EXPECT_EQ(path.remote_address, "10.10.0.2");
+      EXPECT_EQ(path.relay_nic, "ocs0");
+      EXPECT_EQ(path.peer_nic, "ocs0");
+      EXPECT_EQ(path.peer_address, "10.20.0.1");
+    }
+  }
+  EXPECT_NEAR(relayed, 2e9, 4e6);
+  // Hot sender: h0 sends h2 and h3 2e9 bytes each; 2e9 bytes over
+  // h0 -circuit-> h1 -EPS-> h2|h3.
+  TrafficMatrix out(5);
+  out.at(0, 2) = 2e9;
+  out.at(0, 3) = 2e9;
+  RouteTable t = MustV2(spec, topo, "h0", out);
+  EXPECT_NEAR(t.predicted_completion_s(), 2, 2e-3);
+  relayed = 0;
+  for (const std::string to : {"h2", "h3"}) {
+    for (const Path& path : t.PathsTo(to)) {
+      if (path.kind != PathKind::kRelay) continue;
+      relayed += path.weight * 2e9;
+      EXPECT_EQ(path.first_hop, PathKind::kOcs) << to;
+      EXPECT_EQ(path.second_hop, PathKind::kEps) << to;
+      EXPECT_EQ(path.local_nic, "ocs0");
+      EXPECT_EQ(path.remote_nic, "ocs0");
+      EXPECT_EQ(path.relay_nic, "eps0");
+      EXPECT_EQ(path.peer_nic, "eps0");
+      EXPECT_EQ(path.peer_address, to == "h2" ? "10.10.0.3" : "10.10.0.4");
+    }
+  }
+  EXPECT_NEAR(relayed, 2e9, 4e6);
+}
+
 // Rebuilds the region-wide split from every host's table and scores it with
 // the test's own evaluator (tests/planner/routing_time.h), not the planner's.
 double ScoreTables(const ClusterSpec& spec, const Topology& topo, const TrafficMatrix& m,
@@ -182,7 +234,10 @@ double ScoreTables(const ClusterSpec& spec, const Topology& topo, const TrafficM
         if (p.kind == PathKind::kEps) r.at(i, j).eps += bytes;
         if (p.kind == PathKind::kRelay) {
           const int k = p.relay_host[1] - '0';
-          r.at(i, j).relay.emplace_back(k, bytes);
+          (p.first_hop == PathKind::kEps    ? r.at(i, j).eps_circuit
+           : p.second_hop == PathKind::kEps ? r.at(i, j).circuit_eps
+                                            : r.at(i, j).relay)
+              .emplace_back(k, bytes);
         }
       }
     }

@@ -120,7 +120,9 @@ Shares RouterShares(const Result& r, int src, int dst) {
 Shares SimShares(const Result& r, int src, int dst) {
   const planner::PairSplit& p = r.split.at(src, dst);
   double relay = 0;
-  for (const auto& [k, bytes] : p.relay) relay += bytes;
+  for (const auto& list : {p.relay, p.eps_circuit, p.circuit_eps}) {
+    for (const auto& [k, bytes] : list) relay += bytes;
+  }
   const double total = p.total();
   return {.ocs = p.circuit / total, .eps = p.eps / total, .relay = relay / total};
 }
@@ -351,8 +353,18 @@ TEST(SimRouterCheckTest, RandomCaseSplitsAchieveThePredictedTime) {
           eps_in[j] += bytes;
         } else {
           const int k = host_index.at(p.relay_host);
-          load[h * n + k] += bytes;
-          load[k * n + j] += bytes;
+          if (p.first_hop == router::PathKind::kEps) {
+            eps_out[h] += bytes;
+            eps_in[k] += bytes;
+          } else {
+            load[h * n + k] += bytes;
+          }
+          if (p.second_hop == router::PathKind::kEps) {
+            eps_out[k] += bytes;
+            eps_in[j] += bytes;
+          } else {
+            load[k * n + j] += bytes;
+          }
           ++relayed;
         }
       }
@@ -378,6 +390,16 @@ TEST(SimRouterCheckTest, RandomCaseSplitsAchieveThePredictedTime) {
       for (const auto& [k, bytes] : p.relay) {
         load[i * n + k] += bytes;
         load[k * n + j] += bytes;
+      }
+      for (const auto& [k, bytes] : p.eps_circuit) {
+        eps_out[i] += bytes;
+        eps_in[k] += bytes;
+        load[k * n + j] += bytes;
+      }
+      for (const auto& [k, bytes] : p.circuit_eps) {
+        load[i * n + k] += bytes;
+        eps_out[k] += bytes;
+        eps_in[j] += bytes;
       }
     }
   }
