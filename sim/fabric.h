@@ -50,9 +50,10 @@ absl::StatusOr<FabricKind> ParseFabric(std::string_view name);
 //    scored with PlannerOptions::circuit_only);
 //  - kV2: router v2 (route_table_v2.h, what the data plane runs by default):
 //    the fluid model's split over circuits and EPS (planner::OptimiseRouting
-//    with relay = false); with `relay`, also two-hop relays through a host with
-//    circuits to both ends (OptimiseRouting relay = true, PlannerOptions::relay;
-//    the data plane does not run relays yet: it sends relay shares over EPS).
+//    with relay = false); with `relay`, also two-hop relays through a third
+//    host, over two circuits or one circuit and one EPS hop (OptimiseRouting
+//    relay = true, PlannerOptions::relay), as the collectives run them
+//    (runtime/collectives/alltoall_relay.cc).
 enum class Router { kV1, kV2 };
 // "v1" or "v2"; InvalidArgument otherwise.
 absl::StatusOr<Router> ParseRouter(std::string_view name);

@@ -112,8 +112,8 @@ int main(int argc, char** argv) {
                  "circuits and EPS; the runtime's default)")
       ->check(CLI::IsMember({"v1", "v2"}));
   app.add_option("--relay", relay,
-                 "router v2 two-hop relays through a host with circuits to both ends (on|off, "
-                 "default off; the runtime's data plane does not run relays yet)")
+                 "router v2 two-hop relays through a third host (two circuits, or one circuit "
+                 "and EPS; on|off, default off; the collectives run them)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--no-hide-backward", no_hide_backward,
                "do not hide backward switching under compute");

@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   std::string relay = "off";
   app.add_option("--relay", relay,
                  "mixnet and static, router v2: plans may relay a pair's bytes through a third "
-                 "host with circuits to both ends (two hops; the relay forwards them)")
+                 "host (two circuits, or one circuit and one EPS hop; the relay forwards them)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
