@@ -72,6 +72,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
     fixed.plan.bytes = p.static_demand;
   }
   TableCache tables(spec);
+  TableCache reverse_tables(spec);  // of the plans' transposed demand
   uint64_t last_epoch = 0;
   bool first = true;
   // The window a round hides in: the compute since the plan request that
@@ -107,6 +108,30 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
       ASSIGN_OR_RETURN(const std::vector<router::RouteTable>* t, tables.For(*route));
       TrafficMatrix m = w.DispatchMatrix(static_cast<int64_t>(it), item.layer);
       if (item.transpose) m = m.Transposed();
+      std::vector<router::RouteTable> chosen;
+      if (route->has_plan) {
+        // Each host routes by the plan or its reverse, whichever its counts
+        // weigh more on, as the workers do (Communicator::BeginTransfer).
+        A2aRouting reverse = *route;
+        const size_t k = route->plan.hosts.size();
+        for (size_t i = 0; i < k; ++i) {
+          for (size_t j = 0; j < k; ++j)
+            reverse.plan.bytes[i * k + j] = route->plan.bytes[j * k + i];
+        }
+        ASSIGN_OR_RETURN(const std::vector<router::RouteTable>* rt, reverse_tables.For(reverse));
+        ASSIGN_OR_RETURN(const TrafficMatrix plan, router::PlanDemand(spec, route->plan));
+        chosen = *t;
+        for (int h = 0; h < n && h < plan.hosts(); ++h) {
+          double forward = 0, backward = 0;
+          for (int o = 0; o < n && o < plan.hosts(); ++o) {
+            if (o == h) continue;
+            forward += m.at(h, o) * plan.at(h, o) + m.at(o, h) * plan.at(o, h);
+            backward += m.at(h, o) * plan.at(o, h) + m.at(o, h) * plan.at(h, o);
+          }
+          if (backward > forward) chosen[h] = (*rt)[h];
+        }
+        t = &chosen;
+      }
       ASSIGN_OR_RETURN(sim::EmulatedPrediction a, sim::PredictAlltoall(spec, *t, m, fabric));
       alltoall_ms += 1000 * a.time_s;
       r.iterations[it].each_simulated_alltoall_ms.push_back(1000 * a.time_s);

@@ -553,7 +553,8 @@ absl::Status DynamicCall::CheckCounts() {
 
 absl::Status AlltoallvDynamic(Communicator& comm, const AlltoallvArgs& args, uint64_t tag) {
   std::vector<PeerRouting> routing;
-  std::vector<DirectLinks> offers = comm.BeginTransfer(kMaxLinks, &routing);
+  std::vector<DirectLinks> offers =
+      comm.BeginTransfer(kMaxLinks, &routing, args.send_counts, args.recv_counts);
   TransferScope scope(comm);  // after the call's requests are gone
   DynamicCall call(comm, args, tag);
   return call.Run(std::move(offers), routing);

@@ -403,6 +403,7 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
     installed_epoch_ = topology.epoch;
     installed_topology_ = topology;
     routing_.assign(world_size_, PeerRouting{});
+    routing_reverse_.clear();
     routing_plan_.reset();
     installed_keys_ = DirectKeys(routes_);
   }

@@ -156,12 +156,17 @@ class Communicator : public router::TopologyFollower {
   // (route_table_v2.h, SharesTo; a relay host's rank: one of the ranks on
   // it, picked by this rank and the peer). A Commit resets the shares to
   // v1's (0) until the next plan. Ignored (OK) when the communicator runs
-  // router v1.
+  // router v1. It also builds the routing of the plan's reverse (the
+  // transposed demand: a MoE combine after its dispatch, which the same
+  // circuits carry): a call whose counts look more like the reverse (see
+  // BeginTransfer) routes by that one.
   absl::Status SetRouting(const router::RoutingPlan& plan) override;
   // The EPS share SetRouting gave `peer` (0: v1, circuits only).
   double eps_share(int peer) const;
-  // The whole routing SetRouting gave `peer`.
-  PeerRouting routing(int peer) const;
+  // The whole routing SetRouting gave `peer`, or the reverse plan's.
+  PeerRouting routing(int peer, bool reverse = false) const;
+  // Calls that routed by the plan's reverse.
+  uint64_t reverse_routed_calls() const { return reverse_routed_calls_.load(); }
   // The installed topology, and the plan SetRouting took for it (none:
   // router v1, or no plan since the last Commit): what this rank routes by,
   // for reports (the demo replays its runs in the simulator with them).
@@ -207,9 +212,16 @@ class Communicator : public router::TopologyFollower {
   // order, at most `max_per_peer` each. Offering and registering happen under
   // one lock, so a Prepare either sees the transfer or restricts its offer.
   // EndTransfer lets go; Prepare waits for transfers that offered more.
-  // `routing` (optional) gets each peer's routing (see SetRouting).
+  // `routing` (optional) gets each peer's routing (see SetRouting): the
+  // plan's, or its reverse's when the call's counts (`send_counts`,
+  // `recv_counts`, per peer rank) weigh more on the reverse's demand (the
+  // plan's column as this rank's sends, its row as its receives) than on the
+  // plan's. Each rank chooses for itself; relays and destinations learn the
+  // choice from the headers.
   std::vector<DirectLinks> BeginTransfer(size_t max_per_peer,
-                                         std::vector<PeerRouting>* routing = nullptr);
+                                         std::vector<PeerRouting>* routing = nullptr,
+                                         absl::Span<const size_t> send_counts = {},
+                                         absl::Span<const size_t> recv_counts = {});
   void EndTransfer();
   // What BeginTransfer would offer `peer` now, without registering.
   DirectLinks OfferDirect(int peer);
@@ -329,6 +341,11 @@ class Communicator : public router::TopologyFollower {
   uint64_t installed_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
   router::Topology installed_topology_ ABSL_GUARDED_BY(topo_mu_);
   std::vector<PeerRouting> routing_ ABSL_GUARDED_BY(topo_mu_);  // per peer rank
+  // The reverse plan's routing, and the plan's bytes from and to this rank's
+  // host per peer rank (0 for same-host peers), to tell the two apart.
+  std::vector<PeerRouting> routing_reverse_ ABSL_GUARDED_BY(topo_mu_);
+  std::vector<double> plan_out_ ABSL_GUARDED_BY(topo_mu_);
+  std::vector<double> plan_in_ ABSL_GUARDED_BY(topo_mu_);
   std::optional<router::RoutingPlan> routing_plan_ ABSL_GUARDED_BY(topo_mu_);
   std::vector<DirectLinks> links_ ABSL_GUARDED_BY(topo_mu_);  // per peer, id order
   // While a Prepare is pending: its epoch and the NIC pairs ("local>remote"
@@ -347,6 +364,7 @@ class Communicator : public router::TopologyFollower {
   std::atomic<uint64_t> relay_bytes_forwarded_{0};
   std::atomic<uint64_t> die_after_forwarding_{0};
   std::atomic<bool> relays_planned_{false};
+  std::atomic<uint64_t> reverse_routed_calls_{0};
 };
 
 // "<peer host>|<local nic>><remote nic>": the circuit a direct path uses.

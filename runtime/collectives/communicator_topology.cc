@@ -145,12 +145,32 @@ DirectLinks Communicator::OfferDirect(int peer) {
 }
 
 std::vector<DirectLinks> Communicator::BeginTransfer(size_t max_per_peer,
-                                                     std::vector<PeerRouting>* routing) {
+                                                     std::vector<PeerRouting>* routing,
+                                                     absl::Span<const size_t> send_counts,
+                                                     absl::Span<const size_t> recv_counts) {
   std::vector<DirectLinks> out(world_size_);
   DirectLinks dead;
   {
     absl::MutexLock lock(&topo_mu_);
-    if (routing != nullptr) *routing = routing_;
+    if (routing != nullptr) {
+      // The plan or its reverse, whichever the call's counts weigh more on.
+      double forward = 0, reverse = 0;
+      if (!routing_reverse_.empty() && send_counts.size() == plan_out_.size() &&
+          recv_counts.size() == plan_out_.size()) {
+        for (size_t p = 0; p < plan_out_.size(); ++p) {
+          const double sent = static_cast<double>(send_counts[p]);
+          const double got = static_cast<double>(recv_counts[p]);
+          forward += sent * plan_out_[p] + got * plan_in_[p];
+          reverse += sent * plan_in_[p] + got * plan_out_[p];
+        }
+      }
+      if (reverse > forward) {
+        *routing = routing_reverse_;
+        reverse_routed_calls_.fetch_add(1);
+      } else {
+        *routing = routing_;
+      }
+    }
     transfer_links_.clear();
     for (int peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_ || !dynamic_[peer]) continue;
@@ -255,6 +275,7 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
     installed_epoch_ = target.epoch;
     installed_topology_ = target;
     routing_.assign(world_size_, PeerRouting{});  // v1 until the plan for this topology
+    routing_reverse_.clear();
     routing_plan_.reset();
     restricted_ = false;
     allowed_.clear();
@@ -291,33 +312,57 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
       absl::StrCat("rank ", rank_, " (host ", host_, "): routing for epoch ", topology.epoch);
   absl::StatusOr<TrafficMatrix> demand = router::PlanDemand(spec_, plan);
   if (!demand.ok()) return Annotate(demand.status(), what);
-  absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
-      spec_, topology, host_, *demand,
-      router::RouterV2Options{.relay = plan.relay,
-                              .relay_chunk_bytes = static_cast<double>(relay_chunk_bytes_)});
-  if (!table.ok()) return Annotate(table.status(), what);
+  // The plan's reverse: the transposed demand.
+  TrafficMatrix reverse_demand(demand->hosts());
+  for (int i = 0; i < demand->hosts(); ++i) {
+    for (int j = 0; j < demand->hosts(); ++j) reverse_demand.at(i, j) = demand->at(j, i);
+  }
   // Ranks per host, for relay hosts.
   std::map<std::string, std::vector<int>> ranks_on;
   for (int r = 0; r < world_size_; ++r) ranks_on[hosts_[r]].push_back(r);
-  std::vector<PeerRouting> routing(world_size_);
-  for (int peer = 0; peer < world_size_; ++peer) {
-    if (peer == rank_ || !dynamic_[peer]) continue;
-    const router::PeerShares shares = router::SharesTo(*table, hosts_[peer]);
-    PeerRouting& out = routing[peer];
-    out.eps_share = shares.eps;
-    for (const auto& [host, share] : shares.relays) {
-      auto it = ranks_on.find(host);
-      // A relay host with no rank of this job, or too many ranks for the
-      // tag space: its share goes over EPS.
-      if (it == ranks_on.end() || world_size_ > internal::kMaxRelayWorld || host == host_ ||
-          host == hosts_[peer] || out.relays.size() == internal::kMaxRelays) {
-        out.eps_share += share;
-        continue;
+  // Each dynamic peer's shares under the split of `d`.
+  auto route = [&](const TrafficMatrix& d) -> absl::StatusOr<std::vector<PeerRouting>> {
+    absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
+        spec_, topology, host_, d,
+        router::RouterV2Options{.relay = plan.relay,
+                                .relay_chunk_bytes = static_cast<double>(relay_chunk_bytes_)});
+    if (!table.ok()) return Annotate(table.status(), what);
+    std::vector<PeerRouting> routing(world_size_);
+    for (int peer = 0; peer < world_size_; ++peer) {
+      if (peer == rank_ || !dynamic_[peer]) continue;
+      const router::PeerShares shares = router::SharesTo(*table, hosts_[peer]);
+      PeerRouting& out = routing[peer];
+      out.eps_share = shares.eps;
+      for (const auto& [host, share] : shares.relays) {
+        auto it = ranks_on.find(host);
+        // A relay host with no rank of this job, or too many ranks for the
+        // tag space: its share goes over EPS.
+        if (it == ranks_on.end() || world_size_ > internal::kMaxRelayWorld || host == host_ ||
+            host == hosts_[peer] || out.relays.size() == internal::kMaxRelays) {
+          out.eps_share += share;
+          continue;
+        }
+        const std::vector<int>& ranks = it->second;
+        out.relays.push_back(RelayRoute{ranks[(rank_ + peer) % ranks.size()], share});
       }
-      const std::vector<int>& ranks = it->second;
-      out.relays.push_back(RelayRoute{ranks[(rank_ + peer) % ranks.size()], share});
+      out.eps_share = std::clamp(out.eps_share, 0.0, 1.0);
     }
-    out.eps_share = std::clamp(out.eps_share, 0.0, 1.0);
+    return routing;
+  };
+  ASSIGN_OR_RETURN(std::vector<PeerRouting> routing, route(*demand));
+  ASSIGN_OR_RETURN(std::vector<PeerRouting> reverse, route(reverse_demand));
+  // The plan's bytes from and to this host, per peer rank.
+  std::vector<double> out_bytes(world_size_, 0), in_bytes(world_size_, 0);
+  auto index_of = [&](const std::string& host) {
+    const cluster::HostSpec* h = spec_.FindHost(host);
+    return h == nullptr ? -1 : static_cast<int>(h - spec_.hosts.data());
+  };
+  const int me = index_of(host_);
+  for (int peer = 0; peer < world_size_; ++peer) {
+    const int other = index_of(hosts_[peer]);
+    if (me < 0 || other < 0 || other == me) continue;
+    out_bytes[peer] = demand->at(me, other);
+    in_bytes[peer] = demand->at(other, me);
   }
   absl::MutexLock lock(&topo_mu_);
   // A Commit since we read the topology: these weights are for the old one.
@@ -326,6 +371,9 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
         absl::StrCat(what, ": epoch ", installed_topology_.epoch, " was installed meanwhile"));
   }
   routing_ = std::move(routing);
+  routing_reverse_ = std::move(reverse);
+  plan_out_ = std::move(out_bytes);
+  plan_in_ = std::move(in_bytes);
   routing_plan_ = plan;
   relays_planned_.store(plan.relay);
   return absl::OkStatus();
@@ -355,9 +403,10 @@ double Communicator::eps_share(int peer) const {
   return peer >= 0 && peer < static_cast<int>(routing_.size()) ? routing_[peer].eps_share : 0.0;
 }
 
-PeerRouting Communicator::routing(int peer) const {
+PeerRouting Communicator::routing(int peer, bool reverse) const {
   absl::MutexLock lock(&topo_mu_);
-  return peer >= 0 && peer < static_cast<int>(routing_.size()) ? routing_[peer] : PeerRouting{};
+  const std::vector<PeerRouting>& r = reverse ? routing_reverse_ : routing_;
+  return peer >= 0 && peer < static_cast<int>(r.size()) ? r[peer] : PeerRouting{};
 }
 
 uint64_t Communicator::installed_epoch() const {

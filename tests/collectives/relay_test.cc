@@ -307,6 +307,52 @@ INSTANTIATE_TEST_SUITE_P(Kinds, OneSidedRelay,
                                i.param.cut ? "Cut" : "");
                          });
 
+// The plan is the dispatch into a hot receiver (h2 and h3 send h0 D each);
+// the calls are its combine, the reverse (h0 sends h2 and h3). Each rank
+// routes the combine by the plan's reverse, which the counts weigh more on:
+// h0 sends circuit-then-EPS through h1 as the reverse's split says (by the
+// plan's own split, h0 has no bytes for h2 and h3 and would send them over
+// EPS alone); a call like the plan still routes by the plan.
+TEST(Relay, ACombineRoutesByThePlansReverse) {
+  const std::string spec = testing::LoOcsSpec("lo-relay-reverse", 4, kArm);
+  const double d = 3.0 * kMiB;
+  std::vector<Counters> got(4);
+  std::vector<uint64_t> reversed(4, 0), reversed_after(4, 0);
+  std::vector<std::vector<PeerRouting>> routing(4, std::vector<PeerRouting>(4));
+  auto st = RunRanks(4, RankMode::kThreads, [&](int rank, int n, rendezvous::Store& store) {
+    ASSIGN_OR_RETURN(auto comm, testing::MakeLoOcsComm(rank, n, store, spec));
+    RETURN_IF_ERROR(
+        comm->SetRouting(Plan(4, [&](int s, int t) { return t == 0 && s >= 2 ? d : 0.0; })));
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer != rank) routing[rank][peer] = comm->routing(peer, /*reverse=*/true);
+    }
+    for (int it = 0; it < 2; ++it) {
+      RETURN_IF_ERROR(CheckedAlltoallv(
+          *comm, it, [](int s, int t) { return s == 0 && t >= 2 ? 3 * kMiB : 0; }));
+    }
+    got[rank] = {comm->relay_bytes_sent(), comm->relay_bytes_forwarded(), comm->pieces_resent()};
+    reversed[rank] = comm->reverse_routed_calls();
+    RETURN_IF_ERROR(
+        CheckedAlltoallv(*comm, 5, [](int s, int t) { return t == 0 && s >= 2 ? 3 * kMiB : 0; }));
+    reversed_after[rank] = comm->reverse_routed_calls();
+    return Barrier(*comm);
+  });
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(st[i].ok()) << "rank " << i << ": " << st[i];
+  double want = 0;
+  for (int t : {2, 3}) {
+    for (const RelayRoute& rr : routing[0][t].relays) {
+      EXPECT_EQ(rr.rank, 1) << "0->" << t;
+      want += rr.share * 2 * 3.0 * kMiB;
+    }
+  }
+  ASSERT_GT(want, 0) << "the reverse plan relays nothing";
+  EXPECT_EQ(reversed[0], 2u) << "h0 routed its combine by the plan";
+  EXPECT_NEAR(static_cast<double>(got[0].relay_sent), want, 2 * 2 * 4096.0);
+  EXPECT_EQ(got[1].forwarded, got[0].relay_sent);
+  EXPECT_EQ(reversed_after[2], reversed[2]) << "h2 routed a call like the plan by its reverse";
+  EXPECT_EQ(reversed_after[3], reversed[3]) << "h3 routed a call like the plan by its reverse";
+}
+
 // The relay rank SIGKILLed while it forwards: every other rank returns
 // Unavailable naming it, well within twice the timeout (no hang).
 TEST(Relay, AKilledRelayIsReportedByTheOthers) {
