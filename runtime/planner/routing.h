@@ -62,7 +62,6 @@ struct PairSplit {
     for (const auto& r : circuit_eps) t += r.second;
     return t;
   }
-  bool has_relays() const { return !relay.empty() || !eps_circuit.empty() || !circuit_eps.empty(); }
 };
 
 struct RegionRouting {
