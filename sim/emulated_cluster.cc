@@ -179,10 +179,10 @@ absl::StatusOr<EmulatedPrediction> PredictAlltoall(const cluster::ClusterSpec& s
                 absl::StrCat("emulation: unknown relay host ", p.relay_host));
           }
           // Each hop over its circuit or, for one-sided relays, over EPS.
-          RETURN_IF_ERROR(hop(s, p.local_nic, r->second, p.remote_nic,
-                              p.first_hop == router::PathKind::kEps));
-          RETURN_IF_ERROR(hop(r->second, p.relay_nic, d, p.peer_nic,
-                              p.second_hop == router::PathKind::kEps));
+          RETURN_IF_ERROR(
+              hop(s, p.local_nic, r->second, p.remote_nic, p.first_hop == router::PathKind::kEps));
+          RETURN_IF_ERROR(
+              hop(r->second, p.relay_nic, d, p.peer_nic, p.second_hop == router::PathKind::kEps));
         } else {
           RETURN_IF_ERROR(hop(s, p.local_nic, d, p.remote_nic, p.kind == router::PathKind::kEps));
         }
