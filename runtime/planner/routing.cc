@@ -108,40 +108,30 @@ bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<
       add(p.relay, k, m);
     }
   };
-  // j's EPS ingress is over: EPS bytes of (i, j) go i -EPS-> k -circuit-> j
-  // through j's circuit peers k with spare EPS ingress and no circuit from i.
-  auto feed = [&](int i, int j) {
+  // One-sided relays for the EPS bytes of (i, j). `ingress`: j's EPS ingress
+  // is over, so they go i -EPS-> k -circuit-> j through j's circuit peers k
+  // with spare EPS ingress and no circuit from i. Else i's egress is over:
+  // i -circuit-> k -EPS-> j through i's circuit peers with spare EPS egress
+  // and no circuit to j.
+  auto one_sided = [&](int i, int j, bool ingress) {
     PairSplit& p = out.at(i, j);
-    for (const CircuitLink& l : adj[j]) {
-      if (ex_in[j] <= tol || p.eps <= tol) break;
+    const int hub = ingress ? j : i;  // the end that is over
+    std::vector<double>& ex = ingress ? ex_in : ex_out;
+    for (const CircuitLink& l : adj[hub]) {
+      if (ex[hub] <= tol || p.eps <= tol) break;
       const int k = l.peer;
-      if (k == i || k == j || cap[static_cast<size_t>(i) * n + k] > 0) continue;
-      const size_t kj = static_cast<size_t>(k) * n + j;
-      const double m = std::min({ex_in[j], p.eps, -ex_in[k], spare[kj]});
+      const size_t eps_hop =
+          ingress ? static_cast<size_t>(i) * n + k : static_cast<size_t>(k) * n + j;
+      const size_t circuit_hop =
+          ingress ? static_cast<size_t>(k) * n + j : static_cast<size_t>(i) * n + k;
+      if (k == i || k == j || cap[eps_hop] > 0) continue;
+      const double m = std::min({ex[hub], p.eps, -ex[k], spare[circuit_hop]});
       if (m <= tol) continue;
-      spare[kj] -= m;
+      spare[circuit_hop] -= m;
       p.eps -= m;
-      ex_in[j] -= m;
-      ex_in[k] += m;
-      add(p.eps_circuit, k, m);
-    }
-  };
-  // i's EPS egress is over: EPS bytes of (i, j) go i -circuit-> k -EPS-> j
-  // through i's circuit peers k with spare EPS egress and no circuit to j.
-  auto spill = [&](int i, int j) {
-    PairSplit& p = out.at(i, j);
-    for (const CircuitLink& l : adj[i]) {
-      if (ex_out[i] <= tol || p.eps <= tol) break;
-      const int k = l.peer;
-      if (k == i || k == j || cap[static_cast<size_t>(k) * n + j] > 0) continue;
-      const size_t ik = static_cast<size_t>(i) * n + k;
-      const double m = std::min({ex_out[i], p.eps, -ex_out[k], spare[ik]});
-      if (m <= tol) continue;
-      spare[ik] -= m;
-      p.eps -= m;
-      ex_out[i] -= m;
-      ex_out[k] += m;
-      add(p.circuit_eps, k, m);
+      ex[hub] -= m;
+      ex[k] += m;
+      add(ingress ? p.eps_circuit : p.circuit_eps, k, m);
     }
   };
   // Pairs whose both ends are over first (each byte moved helps twice), then
@@ -157,8 +147,8 @@ bool TryTarget(const FluidModel& model, const Adjacency& adj, const std::vector<
         if (pass < 2) {
           relieve(i, j, std::max(ex_out[i], ex_in[j]));
         } else {
-          if (ex_in[j] > tol) feed(i, j);
-          if (ex_out[i] > tol) spill(i, j);
+          if (ex_in[j] > tol) one_sided(i, j, /*ingress=*/true);
+          if (ex_out[i] > tol) one_sided(i, j, /*ingress=*/false);
         }
       }
     }
