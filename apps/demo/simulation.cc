@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
+#include "runtime/router/route_table_v2.h"
 #include "sim/emulated_cluster.h"
 
 namespace mixnet::demo {
@@ -121,14 +123,18 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
         ASSIGN_OR_RETURN(const std::vector<router::RouteTable>* rt, reverse_tables.For(reverse));
         ASSIGN_OR_RETURN(const TrafficMatrix plan, router::PlanDemand(spec, route->plan));
         chosen = *t;
-        for (int h = 0; h < n && h < plan.hosts(); ++h) {
-          double forward = 0, backward = 0;
-          for (int o = 0; o < n && o < plan.hosts(); ++o) {
+        const int k_hosts = std::min(n, plan.hosts());
+        for (int h = 0; h < k_hosts; ++h) {
+          std::vector<double> sent(k_hosts, 0), received(k_hosts, 0), to(k_hosts, 0),
+              from(k_hosts, 0);
+          for (int o = 0; o < k_hosts; ++o) {
             if (o == h) continue;
-            forward += m.at(h, o) * plan.at(h, o) + m.at(o, h) * plan.at(o, h);
-            backward += m.at(h, o) * plan.at(o, h) + m.at(o, h) * plan.at(h, o);
+            sent[o] = m.at(h, o);
+            received[o] = m.at(o, h);
+            to[o] = plan.at(h, o);
+            from[o] = plan.at(o, h);
           }
-          if (backward > forward) chosen[h] = (*rt)[h];
+          if (router::PrefersReverse(sent, received, to, from)) chosen[h] = (*rt)[h];
         }
         t = &chosen;
       }

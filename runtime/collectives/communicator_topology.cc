@@ -154,17 +154,13 @@ std::vector<DirectLinks> Communicator::BeginTransfer(size_t max_per_peer,
     absl::MutexLock lock(&topo_mu_);
     if (routing != nullptr) {
       // The plan or its reverse, whichever the call's counts weigh more on.
-      double forward = 0, reverse = 0;
-      if (!routing_reverse_.empty() && send_counts.size() == plan_out_.size() &&
-          recv_counts.size() == plan_out_.size()) {
-        for (size_t p = 0; p < plan_out_.size(); ++p) {
-          const double sent = static_cast<double>(send_counts[p]);
-          const double got = static_cast<double>(recv_counts[p]);
-          forward += sent * plan_out_[p] + got * plan_in_[p];
-          reverse += sent * plan_in_[p] + got * plan_out_[p];
-        }
+      bool reverse = false;
+      if (!routing_reverse_.empty()) {
+        const std::vector<double> sent(send_counts.begin(), send_counts.end());
+        const std::vector<double> received(recv_counts.begin(), recv_counts.end());
+        reverse = router::PrefersReverse(sent, received, plan_out_, plan_in_);
       }
-      if (reverse > forward) {
+      if (reverse) {
         *routing = routing_reverse_;
         reverse_routed_calls_.fetch_add(1);
       } else {

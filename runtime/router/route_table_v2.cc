@@ -107,6 +107,18 @@ PeerShares SharesTo(const RouteTable& table, std::string_view peer_host) {
   return out;
 }
 
+bool PrefersReverse(absl::Span<const double> sent, absl::Span<const double> received,
+                    absl::Span<const double> to, absl::Span<const double> from) {
+  const size_t n = sent.size();
+  if (received.size() != n || to.size() != n || from.size() != n) return false;
+  double forward = 0, reverse = 0;
+  for (size_t p = 0; p < n; ++p) {
+    forward += sent[p] * to[p] + received[p] * from[p];
+    reverse += sent[p] * from[p] + received[p] * to[p];
+  }
+  return reverse > forward;
+}
+
 absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topology& topology,
                                              std::string_view local_host,
                                              const TrafficMatrix& demand,

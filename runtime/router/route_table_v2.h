@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/locality/traffic_matrix.h"
 #include "runtime/router/route_table.h"
@@ -66,6 +67,15 @@ struct PeerShares {
   std::vector<std::pair<std::string, double>> relays;  // (relay host, share)
 };
 PeerShares SharesTo(const RouteTable& table, std::string_view peer_host);
+
+// A plan serves a MoE dispatch and its combine (the transposed demand), so
+// the collectives keep its split and its reverse's. Whether a call that
+// sends sent[p] to and receives received[p] from each peer p weighs more on
+// the reverse: sum of sent x from + received x to against sum of sent x to +
+// received x from, where to[p] and from[p] are the plan's bytes from this
+// host to p and from p to it (a tie, or spans of unequal size: the plan).
+bool PrefersReverse(absl::Span<const double> sent, absl::Span<const double> received,
+                    absl::Span<const double> to, absl::Span<const double> from);
 
 // `demand` holds bytes per ordered host pair, indexed in spec.hosts order
 // (spec.hosts.size() square); only the local host's region is used.

@@ -344,6 +344,19 @@ TEST(RoutingPlanTest, PlanDemandAndEpsShare) {
   EXPECT_EQ(EpsShare(*v1, "h1"), 0.0);
 }
 
+TEST(RoutingPlanTest, PrefersReverseWhenTheCallLooksLikeTheTranspose) {
+  // The plan: this host sends peer 0 10 bytes and receives 1 from it; peer 1
+  // nothing either way. A call sending 1 and receiving 10 (the combine):
+  // 1 x 1 + 10 x 10 = 101 on the reverse against 1 x 10 + 10 x 1 = 20.
+  const std::vector<double> to = {10, 0}, from = {1, 0};
+  EXPECT_TRUE(PrefersReverse({1, 0}, {10, 0}, to, from));
+  EXPECT_FALSE(PrefersReverse({10, 0}, {1, 0}, to, from));  // the dispatch
+  // A symmetric plan ties: the plan.
+  EXPECT_FALSE(PrefersReverse({1, 5}, {10, 2}, {3, 3}, {3, 3}));
+  // Sizes that differ: the plan.
+  EXPECT_FALSE(PrefersReverse({1}, {10, 0}, to, from));
+}
+
 TEST(RoutingPlanTest, BadPlans) {
   ClusterSpec spec = Spec();
   auto err = [&](RoutingPlan p) { return PlanDemand(spec, p).status(); };
