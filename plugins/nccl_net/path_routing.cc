@@ -120,9 +120,12 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
       absl::StrCat("NCCL plugin on host ", options_.host, ": routing for epoch ", topology.epoch);
   absl::StatusOr<TrafficMatrix> demand = router::PlanDemand(options_.spec, plan);
   if (!demand.ok()) return Annotate(demand.status(), what);
-  absl::StatusOr<router::RouteTable> table =
-      router::BuildRouteTableV2(options_.spec, topology, options_.host, *demand,
-                                router::RouterV2Options{.relay = plan.relay});
+  // The plugin's lanes do not forward for other hosts, so it splits as
+  // router v2 without relays even when the plan allows them: the best split
+  // of the paths it runs. (A relay plan's split would move bytes off a pair's
+  // circuit to make room for relayed bytes that would then go over EPS.)
+  absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
+      options_.spec, topology, options_.host, *demand, router::RouterV2Options{.relay = false});
   if (!table.ok()) return Annotate(table.status(), what);
   absl::flat_hash_map<std::string, double> shares;
   std::vector<std::string> split;
