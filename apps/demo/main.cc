@@ -164,10 +164,11 @@ int main(int argc, char** argv) {
                  "(split over circuits and EPS by the plan's demand; the controller plans for it)")
       ->check(CLI::IsMember({"v1", "v2"}))
       ->capture_default_str();
-  std::string relay = "off";
+  std::string relay = "on";
   app.add_option("--relay", relay,
                  "mixnet and static, router v2: plans may relay a pair's bytes through a third "
-                 "host (two circuits, or one circuit and one EPS hop; the relay forwards them)")
+                 "host (two circuits, or one circuit and one EPS hop; the relay forwards them: "
+                 "bench/relay_cost/RESULTS.md says what that costs its CPU)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");

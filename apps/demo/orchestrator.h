@@ -64,7 +64,7 @@ struct DemoOptions {
   std::string router = "v2";
   // Router v2: plans (and static's split) may relay through a third host
   // (controller --relay; the workers forward inside their collectives).
-  bool relay = false;
+  bool relay = true;
   // The oracle's floors of every phase's all-to-alls and the split of mixnet's
   // gap by cause (oracle_phase.h); --sweep turns it off.
   bool oracle = true;

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   using namespace mixnet::bench;
   BenchOptions o;
   std::string cases = kDefaultCases;
-  std::string relay = "off";
+  std::string relay = "on";
   o.trace = MIXNET_ROUTE_BENCH_TRACE;
   CLI::App app{
       "mixnet_route_bench: router v1 vs v2 on the emulated cluster (root): per traffic matrix "

@@ -26,7 +26,7 @@ struct BenchOptions {
   int64_t trace_iteration = 0;
   int warmup = 1;
   int iters = 5;
-  bool relay = false;
+  bool relay = true;  // --relay (default on)
   bool json = false;
   std::string prefix;  // namespace prefix; empty: "mxroute<pid>"
   double burst_ms = 1;
