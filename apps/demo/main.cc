@@ -210,9 +210,13 @@ int main(int argc, char** argv) {
   }
   o.progress = !no_progress;
   o.oracle = !no_oracle;
-  if (relay == "on" && o.router != "v2") {
-    std::cerr << "mixnet-demo: --relay on needs --router v2\n";
-    return 2;
+  // Relays are router v2's: with v1 the default is off, and asking for them an error.
+  if (o.router != "v2") {
+    if (app.count("--relay") > 0 && relay == "on") {
+      std::cerr << "mixnet-demo: --relay on needs --router v2\n";
+      return 2;
+    }
+    relay = "off";
   }
   o.relay = relay == "on";
   o.slow_start_after_idle = !no_ssai;

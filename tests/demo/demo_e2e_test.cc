@@ -361,15 +361,20 @@ TEST_P(DemoBadInput, ExitsTwoWithAMessage) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Flags, DemoBadInput,
-                         ::testing::Values(std::pair{"--fabrics nosuch", "unknown fabric 'nosuch'"},
-                                           std::pair{"--affine-share 1.5", "affine_share 1.5"},
-                                           std::pair{"--affine-share -0.1", "affine_share -0.1"},
-                                           std::pair{"--attention-ms -1", "--attention-ms -1"},
-                                           std::pair{"--switch-ms -5", "--switch-ms -5"},
-                                           std::pair{"--burst-ms 0", "--burst-ms 0"},
-                                           std::pair{"--tokens 0", "--tokens 0"},
-                                           std::pair{"--iterations 0", "--iterations 0"}));
+INSTANTIATE_TEST_SUITE_P(
+    Flags, DemoBadInput,
+    ::testing::Values(std::pair{"--fabrics nosuch", "unknown fabric 'nosuch'"},
+                      std::pair{"--affine-share 1.5", "affine_share 1.5"},
+                      std::pair{"--affine-share -0.1", "affine_share -0.1"},
+                      std::pair{"--attention-ms -1", "--attention-ms -1"},
+                      std::pair{"--switch-ms -5", "--switch-ms -5"},
+                      std::pair{"--burst-ms 0", "--burst-ms 0"},
+                      std::pair{"--tokens 0", "--tokens 0"},
+                      std::pair{"--iterations 0", "--iterations 0"},
+                      // Relays default on, for router v2 only: v1 runs
+                      // without them unless they are asked for.
+                      std::pair{"--router v1 --relay on", "--relay on needs --router v2"},
+                      std::pair{"--router v1 --iterations 0", "--iterations 0"}));
 
 TEST(DemoE2E, MalformedTraceNamesLineAndField) {
   const std::string path = absl::StrCat("/tmp/mixnet_demo_bad_trace_", getpid(), ".jsonl");
