@@ -83,7 +83,8 @@ absl::StatusOr<std::vector<router::RouteTable>> EmulatedRouteTables(
             ? router::BuildRouteTableV2(
                   spec, topology, h.name, *routing.demand,
                   router::RouterV2Options{.relay = routing.relay,
-                                          .relay_chunk_bytes = routing.relay_chunk_bytes})
+                                          .relay_chunk_bytes = routing.relay_chunk_bytes,
+                                          .split = routing.split})
             : router::BuildRouteTable(spec, topology, h.name);
     if (!table.ok()) return Annotate(table.status(), "emulation");
     tables.push_back(*std::move(table));

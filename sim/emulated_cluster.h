@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/locality/traffic_matrix.h"
+#include "runtime/planner/routing.h"
 #include "runtime/router/route_table.h"
 
 namespace mixnet::sim {
@@ -66,10 +67,11 @@ inline constexpr double kTcpFrameOverhead = 1514.0 / 1448.0;
 inline constexpr double kTcpAckPerPayload = 66.0 / (2 * 1448.0);
 
 struct EmulatedRouting {
-  int version = 1;                        // router v1 or v2
-  bool relay = false;                     // v2: two-hop relays allowed
-  const TrafficMatrix* demand = nullptr;  // v2: the matrix the split is planned from
-  double relay_chunk_bytes = 0;           // v2: the workers' relay chunk (their routing's model)
+  int version = 1;                           // router v1 or v2
+  bool relay = false;                        // v2: two-hop relays allowed
+  const TrafficMatrix* demand = nullptr;     // v2: the matrix the split is planned from
+  double relay_chunk_bytes = 0;              // v2: the workers' relay chunk (their routing's model)
+  planner::RoutingFunction split = nullptr;  // v2: the workers' split (null: water-filling)
 };
 
 struct EmulatedPrediction {

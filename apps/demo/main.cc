@@ -171,6 +171,13 @@ int main(int argc, char** argv) {
                  "bench/relay_cost/RESULTS.md says what that costs its CPU)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--route-solver", o.route_solver,
+                 "mixnet and static, router v2: the workers' split of a plan (and the "
+                 "simulation's): water-filling (the fluid model's heuristic) or lp (the faster "
+                 "in the model of it and the LP over the data plane's paths); the controller "
+                 "scores circuits with the water-filling either way")
+      ->check(CLI::IsMember({"water-filling", "lp"}))
+      ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
   app.add_option("--plot-dir", o.plot_dir, "write iterations.png (gnuplot) there");
   app.add_flag("--sweep", sweep,

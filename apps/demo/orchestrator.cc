@@ -205,6 +205,7 @@ class Demo {
     c.router = o_.router;
     if (kind == FabricKind::kStatic && o_.router == "v2") c.static_demand = static_demand_;
     c.relay = o_.relay;
+    c.route_solver = o_.route_solver;
     c.switch_ms = shape.switch_ms;
     c.leaf_hosts = kind == FabricKind::kOversub ? o_.leaf_hosts : 0;
     c.uplink_gbps = kind == FabricKind::kOversub ? oversub_uplink_gbps : 0;

@@ -65,6 +65,10 @@ struct DemoOptions {
   // Router v2: plans (and static's split) may relay through a third host
   // (controller --relay; the workers forward inside their collectives).
   bool relay = true;
+  // Router v2's split in the workers and the simulation: "water-filling" or
+  // "lp" (planner/lp_routing.h). The controller scores circuits with the
+  // water-filling either way.
+  std::string route_solver = "water-filling";
   // The oracle's floors of every phase's all-to-alls and the split of mixnet's
   // gap by cause (oracle_phase.h); --sweep turns it off.
   bool oracle = true;

@@ -51,6 +51,8 @@ struct RunConfig {
   // hosts in host order, row-major), given to the communicator once.
   std::vector<double> static_demand;
   bool relay = false;  // static's plan may relay (RoutingPlan::relay)
+  // Router v2's split (planner/lp_routing.h): "water-filling" or "lp".
+  std::string route_solver = "water-filling";
   // Not read by the workers: what the simulator needs to replay the phase
   // (`mixnet-demo simulate`, replay.h) beyond the fields above.
   double switch_ms = 25;   // mixnet: the OCS's switching time

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
+#include "runtime/planner/lp_routing.h"
 #include "runtime/router/route_table_v2.h"
 #include "sim/emulated_cluster.h"
 
@@ -17,7 +18,8 @@ namespace {
 // The route tables of one topology and plan, rebuilt only when they change.
 class TableCache {
  public:
-  explicit TableCache(const cluster::ClusterSpec& spec) : spec_(spec) {}
+  TableCache(const cluster::ClusterSpec& spec, planner::RoutingFunction split)
+      : spec_(spec), split_(std::move(split)) {}
   absl::StatusOr<const std::vector<router::RouteTable>*> For(const A2aRouting& r) {
     if (valid_ && r.epoch == epoch_ && r.has_plan == has_plan_ &&
         (!r.has_plan || (r.plan.bytes == plan_.bytes && r.plan.relay == plan_.relay))) {
@@ -31,6 +33,7 @@ class TableCache {
       routing.relay = r.plan.relay;
       routing.relay_chunk_bytes = static_cast<double>(GetSettings().relay_chunk_bytes);
       routing.demand = &demand;
+      routing.split = split_;
     }
     router::Topology topology{.epoch = r.epoch, .circuits = r.circuits};
     ASSIGN_OR_RETURN(tables_, sim::EmulatedRouteTables(spec_, topology, routing));
@@ -43,6 +46,7 @@ class TableCache {
 
  private:
   const cluster::ClusterSpec& spec_;
+  const planner::RoutingFunction split_;
   bool valid_ = false;
   uint64_t epoch_ = 0;
   bool has_plan_ = false;
@@ -73,8 +77,10 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
     for (const cluster::HostSpec& h : spec.hosts) fixed.plan.hosts.push_back(h.name);
     fixed.plan.bytes = p.static_demand;
   }
-  TableCache tables(spec);
-  TableCache reverse_tables(spec);  // of the plans' transposed demand
+  // The workers' split (the same function they ran).
+  ASSIGN_OR_RETURN(const planner::RouteSolver solver, planner::ParseRouteSolver(p.route_solver));
+  TableCache tables(spec, planner::RoutingFunctionFor(solver));
+  TableCache reverse_tables(spec, planner::RoutingFunctionFor(solver));  // the plans' transposes
   uint64_t last_epoch = 0;
   bool first = true;
   // The window a round hides in: the compute since the plan request that
@@ -158,6 +164,7 @@ PhaseSimulation SimulationOf(FabricKind kind, const RunConfig& c) {
   sim.iterations = c.iterations;
   sim.router = c.router;
   sim.relay = c.relay;
+  sim.route_solver = c.route_solver;
   sim.static_demand = c.static_demand;
   sim.leaf_hosts = c.leaf_hosts;
   sim.uplink_gbps = c.uplink_gbps;

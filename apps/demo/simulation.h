@@ -34,11 +34,12 @@ struct PhaseSimulation {
   int64_t iterations = 0;
   std::string router = "v2";
   bool relay = false;
-  std::vector<double> static_demand;  // static, router v2 (host order, row-major)
-  int leaf_hosts = 0;                 // oversub
-  double uplink_gbps = 0;             // oversub: each leaf's uplink
-  double burst_ms = 1;                // every link's bucket, ms of its rate
-  double switch_ms = 25;              // mixnet: the OCS's switching time
+  std::string route_solver = "water-filling";  // router v2's split (planner/lp_routing.h)
+  std::vector<double> static_demand;           // static, router v2 (host order, row-major)
+  int leaf_hosts = 0;                          // oversub
+  double uplink_gbps = 0;                      // oversub: each leaf's uplink
+  double burst_ms = 1;                         // every link's bucket, ms of its rate
+  double switch_ms = 25;                       // mixnet: the OCS's switching time
   bool loopback = false;
 };
 

@@ -36,6 +36,7 @@
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 #include "runtime/control/worker_agent.h"
+#include "runtime/planner/lp_routing.h"
 #include "runtime/rendezvous/store.h"
 
 namespace mixnet::demo {
@@ -110,6 +111,8 @@ class Worker {
     co.spec = std::move(spec);
     co.host = host_;
     co.router = c_.router;
+    ASSIGN_OR_RETURN(const planner::RouteSolver solver, planner::ParseRouteSolver(c_.route_solver));
+    co.route_function = planner::RoutingFunctionFor(solver);
     ASSIGN_OR_RETURN(comm_, collectives::Communicator::Create(std::move(co)));
     if (!c_.static_demand.empty()) {
       router::RoutingPlan plan;

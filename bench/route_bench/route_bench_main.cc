@@ -43,6 +43,11 @@ int main(int argc, char** argv) {
                  "model's)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--route-solver", o.route_solver,
+                 "router v2's split in the workers and the model: water-filling or lp (the "
+                 "faster in the model of it and the LP over the data plane's paths)")
+      ->check(CLI::IsMember({"water-filling", "lp"}))
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the generated matrices and the payload")
       ->capture_default_str();
   app.add_option("--trace", o.trace, "token-count trace for the trace-l<k> cases")

@@ -85,7 +85,7 @@ absl::StatusOr<std::vector<PlannedCase>> PlanAll(const BenchOptions& o,
   for (const std::string& name : o.cases) {
     PlannedCase p;
     ASSIGN_OR_RETURN(p.c, MakeCase(name, co));
-    absl::StatusOr<CasePlan> plan = PlanCase(spec, p.c.Matrix(), o.relay);
+    absl::StatusOr<CasePlan> plan = PlanCase(spec, p.c.Matrix(), o.relay, o.route_solver);
     if (!plan.ok()) return Annotate(plan.status(), absl::StrCat("case ", name));
     p.plan = *std::move(plan);
     out.push_back(std::move(p));
@@ -105,6 +105,7 @@ class Launcher {
                     .warmup = o.warmup,
                     .iters = o.iters,
                     .relay = o.relay,
+                    .route_solver = o.route_solver,
                     .control_tos = o.control_tos,
                     .init_cwnd = o.init_cwnd > 0 ? o.init_cwnd : int{emulation::kKernelInitCwnd}};
   }
@@ -159,6 +160,7 @@ class Launcher {
     w.hosts = hosts_;
     w.bytes = p.c.bytes;
     w.relay = o_.relay;
+    w.route_solver = o_.route_solver;
     w.warmup = o_.warmup;
     w.iters = o_.iters;
     w.seed = o_.seed;
@@ -214,6 +216,8 @@ class Launcher {
     f.oracle_installed_ms = p.plan.oracle_installed_s * 1e3;
     f.oracle_best_ms = p.plan.oracle_best_s * 1e3;
     f.oracle_bound_ms = p.plan.oracle_bound_s * 1e3;
+    f.oracle_dataplane_ms = p.plan.oracle_dataplane_s * 1e3;
+    f.v2_split_ms = p.plan.v2_split_ms;
     const uint64_t payload = p.c.OffDiagonalBytes();
     ASSIGN_OR_RETURN(f.v1, Summarise(p.c.name, "v1", by_router["v1"], o_.warmup, hosts_, rates_,
                                      payload, p.plan.v1_model_s));

@@ -26,7 +26,8 @@ struct BenchOptions {
   int64_t trace_iteration = 0;
   int warmup = 1;
   int iters = 5;
-  bool relay = true;  // --relay (default on)
+  bool relay = true;                           // --relay (default on)
+  std::string route_solver = "water-filling";  // --route-solver: router v2's split
   bool json = false;
   std::string prefix;  // namespace prefix; empty: "mxroute<pid>"
   double burst_ms = 1;

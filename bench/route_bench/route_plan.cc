@@ -2,6 +2,7 @@
 #include "bench/route_bench/route_plan.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "apps/demo/oracle_phase.h"
@@ -9,15 +10,17 @@
 #include "runtime/common/status.h"
 #include "runtime/planner/cluster_planner.h"
 #include "runtime/planner/fluid_model.h"
+#include "runtime/planner/lp_routing.h"
 #include "runtime/planner/oracle.h"
 #include "runtime/planner/routing.h"
 #include "runtime/router/route_table.h"
+#include "runtime/router/route_table_v2.h"
 #include "sim/emulated_cluster.h"
 
 namespace mixnet::bench {
 
 absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const TrafficMatrix& demand,
-                                  bool relay) {
+                                  bool relay, const std::string& route_solver) {
   if (spec.hosts.empty() || spec.regions.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("route bench: spec '", spec.name, "' must have hosts and one region"));
@@ -54,8 +57,24 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
   // Every host's v2 table, as the workers build them: host 0's prediction is
   // the model's v2 time (every host computes the same region routing), the
   // simulator runs on them, and their relay paths give the bytes relayed.
-  const sim::EmulatedRouting v2_routing{
-      .version = 2, .relay = relay, .demand = &demand, .relay_chunk_bytes = chunk};
+  ASSIGN_OR_RETURN(const planner::RouteSolver solver, planner::ParseRouteSolver(route_solver));
+  const sim::EmulatedRouting v2_routing{.version = 2,
+                                        .relay = relay,
+                                        .demand = &demand,
+                                        .relay_chunk_bytes = chunk,
+                                        .split = planner::RoutingFunctionFor(solver)};
+  {
+    // One host's table alone, timed: what a worker spends on a plan.
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(const router::RouteTable one,
+                     router::BuildRouteTableV2(spec, topology, spec.hosts[0].name, demand,
+                                               router::RouterV2Options{.relay = relay,
+                                                                       .relay_chunk_bytes = chunk,
+                                                                       .split = v2_routing.split}));
+    out.v2_split_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    (void)one;
+  }
   ASSIGN_OR_RETURN(const std::vector<router::RouteTable> tables,
                    sim::EmulatedRouteTables(spec, topology, v2_routing));
   out.v2_model_s = tables[0].predicted_completion_s();
@@ -78,6 +97,11 @@ absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const Traffi
     installed.push_back({c.a.host, c.b.host, 0});
   ASSIGN_OR_RETURN(out.oracle_installed_s,
                    planner::InstalledFloor(demand, oracle_fabric, installed));
+  planner::OracleOptions dataplane;
+  dataplane.data_plane_paths = true;
+  dataplane.two_hop = relay;
+  ASSIGN_OR_RETURN(out.oracle_dataplane_s,
+                   planner::InstalledFloor(demand, oracle_fabric, installed, dataplane));
   ASSIGN_OR_RETURN(const planner::BestFloor best,
                    planner::SearchBestFloor(demand, oracle_fabric, &installed));
   out.oracle_best_s = best.floor_s;

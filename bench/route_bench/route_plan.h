@@ -10,6 +10,7 @@
 // functions; any thread.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,16 +36,25 @@ struct CasePlan {
   // (b) the best routing over direct and two-hop paths on these circuits,
   // (c) the best circuit set's, and the relaxation's bound under (c).
   double oracle_installed_s = 0;
+  // (b) over only the paths the data plane runs (a one-sided relay only
+  // through a host that shares no circuit with its EPS hop's other end):
+  // what router v2 could reach without store and forward.
+  double oracle_dataplane_s = 0;
   double oracle_best_s = 0;
   double oracle_bound_s = 0;
+  // The time one host's v2 route table took to build (its split of the
+  // region's demand, by the route solver): each worker pays it per plan.
+  double v2_split_ms = 0;
 };
 
 // `spec` holds one region of all its hosts (in spec order, the order of
 // `demand`) and no circuits; alpha is the most OCS NICs of a host. `relay`:
-// router v2 may relay through a third host (planned and predicted with it).
+// router v2 may relay through a third host (planned and predicted with it);
+// `route_solver`: v2's split, "water-filling" or "lp" (planner/lp_routing.h;
+// the planner scores circuits with the water-filling either way).
 // InvalidArgument for a spec the planner or router refuses or a demand of
 // the wrong shape.
 absl::StatusOr<CasePlan> PlanCase(const cluster::ClusterSpec& spec, const TrafficMatrix& demand,
-                                  bool relay);
+                                  bool relay, const std::string& route_solver = "water-filling");
 
 }  // namespace mixnet::bench

@@ -31,8 +31,11 @@ nlohmann::ordered_json RowJson(const CaseFigures& c, const RouterFigures& f, con
                               {"oracle_installed_ms", c.oracle_installed_ms},
                               {"oracle_best_ms", c.oracle_best_ms},
                               {"oracle_bound_ms", c.oracle_bound_ms},
+                              {"oracle_dataplane_ms", c.oracle_dataplane_ms},
+                              {"v2_split_ms", c.v2_split_ms},
                               {"circuits", c.circuits},
                               {"relay", info.relay},
+                              {"route_solver", info.route_solver},
                               {"control_tc", info.control_tos},
                               {"init_cwnd", info.init_cwnd},
                               {"iterations", f.iterations},
@@ -53,7 +56,8 @@ void PrintPreamble(const RunInfo& i, bool json, std::ostream& out) {
   out << absl::StrFormat(
       "# mixnet_route_bench: router v1 vs v2 on the emulated cluster: %d hosts, 1 EPS + %d OCS "
       "NICs each at %g Gbit/s,\n# %.2f MiB per host per all-to-all, %d warm-up + %d timed "
-      "iterations (median), relays %s, control class %s,\n# initial TCP window %d "
+      "iterations (median), relays %s, v2's split by %s, control class %s,\n# initial TCP "
+      "window %d "
       "segments. Each iteration runs each router twice in a row: the first call (cold) finds "
       "its\n# connections idle since the other router's calls (TCP restarts their windows), "
       "the second (warm) in use.\n"
@@ -64,7 +68,7 @@ void PrintPreamble(const RunInfo& i, bool json, std::ostream& out) {
       "%s); idle: the "
       "CPUs' idle share during the all-to-alls; cold: the cold calls' median.\n",
       i.hosts, i.ocs_nics, i.gbps, i.bytes_per_host / (1 << 20), i.warmup, i.iters,
-      i.relay ? "on" : "off",
+      i.relay ? "on" : "off", i.route_solver,
       i.control_tos >= 0 ? absl::StrFormat("TOS %#x (strict priority)", i.control_tos) : "off",
       i.init_cwnd, Pct(demo::kLinkBound));
   out << absl::StrFormat(
@@ -95,10 +99,10 @@ void PrintCase(const CaseFigures& c, const RunInfo& info, bool json, std::ostrea
   }
   if (!json) {
     out << absl::StrFormat(
-        "%-13s oracle, payload ms: (b) these circuits %.1f, (c) best circuits %.1f (bound %.1f); "
-        "model v1 %.1f, v2 %.1f\n",
-        "", c.oracle_installed_ms, c.oracle_best_ms, c.oracle_bound_ms, c.v1.model_ms,
-        c.v2.model_ms);
+        "%-13s oracle, payload ms: (b) these circuits %.1f (%.1f on the data plane's paths), (c) "
+        "best circuits %.1f (bound %.1f); model v1 %.1f, v2 %.1f (split in %.1f ms)\n",
+        "", c.oracle_installed_ms, c.oracle_dataplane_ms, c.oracle_best_ms, c.oracle_bound_ms,
+        c.v1.model_ms, c.v2.model_ms, c.v2_split_ms);
   }
   out.flush();
 }

@@ -22,8 +22,9 @@ struct RunInfo {
   int warmup = 0;
   int iters = 0;
   bool relay = false;
-  int control_tos = -1;  // the control class (-1: none)
-  int init_cwnd = 10;    // the hosts' initial TCP window, segments
+  std::string route_solver = "water-filling";  // router v2's split
+  int control_tos = -1;                        // the control class (-1: none)
+  int init_cwnd = 10;                          // the hosts' initial TCP window, segments
 };
 
 void PrintPreamble(const RunInfo& info, bool json, std::ostream& out);

@@ -106,6 +106,8 @@ struct CaseFigures {
   // The oracle's floors, payload bytes (route_plan.h): on the case's
   // circuits, on the best circuit set, and the bound under the latter.
   double oracle_installed_ms = 0, oracle_best_ms = 0, oracle_bound_ms = 0;
+  double oracle_dataplane_ms = 0;  // (b) on the data plane's paths (route_plan.h)
+  double v2_split_ms = 0;          // one host's v2 table (the route solver's decision time)
   RouterFigures v1, v2;
   double ratio() const { return v1.measured_ms > 0 ? v2.measured_ms / v1.measured_ms : 0; }
 };

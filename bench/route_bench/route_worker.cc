@@ -18,18 +18,26 @@
 #include "runtime/collectives/sync.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
+#include "runtime/planner/lp_routing.h"
 #include "runtime/rendezvous/store.h"
 #include "runtime/router/route_table_v2.h"
 
 namespace mixnet::bench {
 
 std::string WorkerConfig::ToJson() const {
-  return nlohmann::json{{"case", case_name},      {"spec", spec_path},
-                        {"store_dir", store_dir}, {"results_dir", results_dir},
-                        {"hosts", hosts},         {"bytes", bytes},
-                        {"relay", relay},         {"warmup", warmup},
-                        {"iters", iters},         {"timeout_ms", timeout_ms},
-                        {"seed", seed},           {"link_ends_us", link_ends_us}}
+  return nlohmann::json{{"case", case_name},
+                        {"spec", spec_path},
+                        {"store_dir", store_dir},
+                        {"results_dir", results_dir},
+                        {"hosts", hosts},
+                        {"bytes", bytes},
+                        {"relay", relay},
+                        {"warmup", warmup},
+                        {"route_solver", route_solver},
+                        {"iters", iters},
+                        {"timeout_ms", timeout_ms},
+                        {"seed", seed},
+                        {"link_ends_us", link_ends_us}}
       .dump();
 }
 
@@ -48,6 +56,7 @@ absl::StatusOr<WorkerConfig> WorkerConfig::Load(const std::string& path) {
     c.hosts = j.at("hosts").get<std::vector<std::string>>();
     c.bytes = j.at("bytes").get<std::vector<size_t>>();
     c.relay = j.at("relay").get<bool>();
+    c.route_solver = j.value("route_solver", c.route_solver);
     c.warmup = j.at("warmup").get<int>();
     c.iters = j.at("iters").get<int>();
     c.timeout_ms = j.at("timeout_ms").get<int64_t>();
@@ -161,6 +170,8 @@ class RouteWorker {
     co.spec = spec;
     co.host = c_.hosts[rank_];
     co.router = router;
+    ASSIGN_OR_RETURN(const planner::RouteSolver solver, planner::ParseRouteSolver(c_.route_solver));
+    co.route_function = planner::RoutingFunctionFor(solver);
     co.timeout = timeout;
     co.connect_timeout = timeout;
     return collectives::Communicator::Create(std::move(co));

@@ -23,12 +23,13 @@ namespace mixnet::bench {
 // What the orchestrator tells each worker of one case (JSON in the case dir).
 struct WorkerConfig {
   std::string case_name;
-  std::string spec_path;           // the case's spec: hosts, NICs and its circuits
-  std::string store_dir;           // file stores <store_dir>/v1 and <store_dir>/v2
-  std::string results_dir;         // rank<r>.jsonl
-  std::vector<std::string> hosts;  // host of each rank
-  std::vector<size_t> bytes;       // hosts x hosts, row-major
-  bool relay = false;              // RoutingPlan.relay of router v2
+  std::string spec_path;                       // the case's spec: hosts, NICs and its circuits
+  std::string store_dir;                       // file stores <store_dir>/v1 and <store_dir>/v2
+  std::string results_dir;                     // rank<r>.jsonl
+  std::vector<std::string> hosts;              // host of each rank
+  std::vector<size_t> bytes;                   // hosts x hosts, row-major
+  bool relay = false;                          // RoutingPlan.relay of router v2
+  std::string route_solver = "water-filling";  // router v2's split (planner/lp_routing.h)
   int warmup = 1;
   int iters = 5;
   int64_t timeout_ms = 60000;  // every collective and the rendezvous

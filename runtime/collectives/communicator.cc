@@ -184,6 +184,7 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
         "the relay buffer (", o.relay_buffer_bytes, " bytes) at least one chunk"));
   }
   relay_chunk_bytes_ = o.relay_chunk_bytes;
+  route_function_ = o.route_function;
   relay_buffer_bytes_ = o.relay_buffer_bytes;
   if (o.pull_chunk_bytes != 0 && (o.pull_chunk_bytes < 4096 || o.pull_chunk_bytes > (1u << 30))) {
     return absl::InvalidArgumentError(absl::StrCat("communicator: pull chunk ", o.pull_chunk_bytes,

@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/planner/routing.h"
 #include "runtime/rendezvous/store.h"
 #include "runtime/router/route_table.h"
 #include "runtime/router/topology_follower.h"
@@ -67,6 +68,10 @@ struct CommunicatorOptions {
   // stream). MIXNET_RELAY_CHUNK_BYTES, MIXNET_RELAY_BUFFER_BYTES.
   size_t relay_chunk_bytes = 256 << 10;
   size_t relay_buffer_bytes = 16 << 20;
+  // Router v2's split of a plan's demand (planner/lp_routing.h's
+  // RoutingFunctionFor where the program links the LP); null: the
+  // water-filling, planner::OptimiseRouting.
+  planner::RoutingFunction route_function;
   // Receiver-paced pieces (alltoall_pull.cc): the piece a receiver asks one
   // of a dynamic pair's paths for; 0 (the default): each path carries its
   // planned share whole. MIXNET_PULL_CHUNK_BYTES.
@@ -308,6 +313,7 @@ class Communicator : public router::TopologyFollower {
   std::string transport_;
   std::string router_ = "v2";
   size_t relay_chunk_bytes_ = 256 << 10;
+  planner::RoutingFunction route_function_;
   size_t relay_buffer_bytes_ = 16 << 20;
   size_t pull_chunk_bytes_ = 0;
   cluster::ClusterSpec spec_;

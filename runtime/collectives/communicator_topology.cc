@@ -321,7 +321,8 @@ absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {
     absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
         spec_, topology, host_, d,
         router::RouterV2Options{.relay = plan.relay,
-                                .relay_chunk_bytes = static_cast<double>(relay_chunk_bytes_)});
+                                .relay_chunk_bytes = static_cast<double>(relay_chunk_bytes_),
+                                .split = route_function_});
     if (!table.ok()) return Annotate(table.status(), what);
     std::vector<PeerRouting> routing(world_size_);
     for (int peer = 0; peer < world_size_; ++peer) {

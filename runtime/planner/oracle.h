@@ -56,6 +56,20 @@ struct OracleOptions {
   // Simplex iterations per LP (0: GLPK's default, no limit). A solve that
   // reaches it fails with Internal naming GLPK's return code.
   int max_simplex_iterations = 0;
+  // With two_hop: also the one-sided two-hop paths (EPS-circuit,
+  // circuit-EPS); false: circuit-circuit only.
+  bool one_sided = true;
+  // Only the paths the data plane runs (runtime/collectives/alltoall_relay.cc
+  // sends each hop over the pair's circuits when it has any): an EPS-circuit
+  // path i -> k -> j only when i and k share no circuit, a circuit-EPS path
+  // only when k and j share none. The physics floors leave it off.
+  bool data_plane_paths = false;
+  // InstalledRouting: among the routings within `optimality_slack` of the
+  // best time, the one that sends the fewest bytes over two-hop paths (a
+  // second LP from the first one's basis). Relayed bytes cost the relay host
+  // a forwarding copy, and a relay adds store and forward's tail.
+  bool fewest_relayed = false;
+  double optimality_slack = 1e-6;
 };
 
 // (b): the best routing's time on `circuits` (each joins two distinct hosts;

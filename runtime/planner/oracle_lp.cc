@@ -217,8 +217,14 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts, Oracle
       for (int k = 0; k < n_ && opt_.two_hop; ++k) {
         if (k == i || k == j) continue;
         add_path(row, OraclePathKind::kCircuitCircuit, k, {Circ(i, k), Circ(k, j)});
-        add_path(row, OraclePathKind::kEpsCircuit, k, {eps_out[i], eps_in[k], Circ(k, j)});
-        add_path(row, OraclePathKind::kCircuitEps, k, {Circ(i, k), eps_out[k], eps_in[j]});
+        if (!opt_.one_sided) continue;
+        // The data plane sends a hop over its pair's circuits when it has any.
+        if (!opt_.data_plane_paths || Circ(i, k) == 0) {
+          add_path(row, OraclePathKind::kEpsCircuit, k, {eps_out[i], eps_in[k], Circ(k, j)});
+        }
+        if (!opt_.data_plane_paths || Circ(k, j) == 0) {
+          add_path(row, OraclePathKind::kCircuitEps, k, {Circ(i, k), eps_out[k], eps_in[j]});
+        }
       }
       if (uses.empty()) return kInfinity;
     }
@@ -235,7 +241,30 @@ absl::StatusOr<double> PathLp::Solve(std::vector<double>* relaxed_counts, Oracle
   if (status != GLP_OPT) {
     return absl::InternalError(absl::StrCat("GLPK simplex ended ", GlpStatusName(status)));
   }
-  const double scale = glp_get_obj_val(lp_.get());
+  double scale = glp_get_obj_val(lp_.get());
+  if (opt_.fewest_relayed && !relaxed && scale > 0) {
+    // Keep lambda within the slack of its best and minimise the two-hop
+    // flows, from the optimal basis (no presolve, so GLPK starts from it).
+    glp_set_col_bnds(lp_.get(), lambda, GLP_LO, scale * (1 - opt_.optimality_slack), 0.0);
+    glp_set_obj_coef(lp_.get(), lambda, 0.0);
+    for (const PathMeta& m : meta_) {
+      const bool two_hop = m.path.via >= 0;
+      glp_set_obj_coef(lp_.get(), m.col, two_hop ? 1.0 : 0.0);
+    }
+    glp_set_obj_dir(lp_.get(), GLP_MIN);
+    parm.presolve = GLP_OFF;
+    const int ret2 = glp_simplex(lp_.get(), &parm);
+    if (ret2 != 0) {
+      return absl::InternalError(
+          absl::StrCat("GLPK simplex (fewest relayed bytes): ", GlpReturnName(ret2)));
+    }
+    const int status2 = glp_get_status(lp_.get());
+    if (status2 != GLP_OPT) {
+      return absl::InternalError(
+          absl::StrCat("GLPK simplex (fewest relayed bytes) ended ", GlpStatusName(status2)));
+    }
+    scale = glp_get_col_prim(lp_.get(), lambda);
+  }
   if (relaxed_counts != nullptr) {
     for (int a = 0; a < n_; ++a) {
       for (int b = a + 1; b < n_; ++b) {

@@ -38,6 +38,7 @@
 // than "circuits if any, else EPS" (the paper) or EPS only.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,11 @@ struct RoutingOptions {
 // The routing with the smallest completion time found (see the algorithm above).
 RegionRouting OptimiseRouting(const FluidModel& model, const Adjacency& adjacency,
                               const RoutingOptions& options = {});
+
+// A way to split a region's bytes (router v2's, RouterV2Options::split):
+// OptimiseRouting, or lp_routing.h's BestRouting where a program links the LP.
+using RoutingFunction =
+    std::function<RegionRouting(const FluidModel&, const Adjacency&, const RoutingOptions&)>;
 
 // The paper's routing: a pair's bytes go over its circuits when it has any, else over EPS.
 RegionRouting CircuitOnlyRouting(const FluidModel& model, const Adjacency& adjacency);

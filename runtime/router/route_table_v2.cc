@@ -200,10 +200,10 @@ absl::StatusOr<RouteTable> BuildRouteTableV2(const ClusterSpec& spec, const Topo
 
   const planner::FluidModel model(sub, eps);
   const planner::Adjacency adj = planner::MakeAdjacency(n, circuits);
-  const planner::RegionRouting routing = planner::OptimiseRouting(
-      model, adj,
-      planner::RoutingOptions{.relay = options.relay,
-                              .relay_chunk_bytes = options.relay_chunk_bytes});
+  const planner::RoutingOptions ro{.relay = options.relay,
+                                   .relay_chunk_bytes = options.relay_chunk_bytes};
+  const planner::RegionRouting routing =
+      options.split ? options.split(model, adj, ro) : planner::OptimiseRouting(model, adj, ro);
   table.predicted_completion_s_ = routing.completion_s;
 
   for (int j = 0; j < n; ++j) {

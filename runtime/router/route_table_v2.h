@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/locality/traffic_matrix.h"
+#include "runtime/planner/routing.h"
 #include "runtime/router/route_table.h"
 
 namespace mixnet::router {
@@ -36,6 +37,10 @@ struct RouterV2Options {
   // for the relays' store and forward in the model (planner/routing.h); 0:
   // fluid relays.
   double relay_chunk_bytes = 0;
+  // How the region's bytes are split (planner/lp_routing.h's
+  // RoutingFunctionFor where the program links the LP); null: the
+  // water-filling, planner::OptimiseRouting.
+  planner::RoutingFunction split = nullptr;
 };
 
 // A controller's routing for one plan (mixnet.control.v1.Routing): the

@@ -374,7 +374,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Relays default on, for router v2 only: v1 runs
                       // without them unless they are asked for.
                       std::pair{"--router v1 --relay on", "--relay on needs --router v2"},
-                      std::pair{"--router v1 --iterations 0", "--iterations 0"}));
+                      std::pair{"--router v1 --iterations 0", "--iterations 0"},
+                      std::pair{"--route-solver simplex", "--route-solver"}));
 
 TEST(DemoE2E, MalformedTraceNamesLineAndField) {
   const std::string path = absl::StrCat("/tmp/mixnet_demo_bad_trace_", getpid(), ".jsonl");

@@ -156,6 +156,41 @@ TEST(RouteTableV2Test, RelaysThroughAHostWithCircuitsToBothEnds) {
   EXPECT_DOUBLE_EQ(WeightOf(direct.PathsTo("h2"), PathKind::kEps), 1);
 }
 
+// RouterV2Options::split replaces the water-filling: the table's weights and
+// predicted time are the given function's (here a fixed split that sends a
+// quarter of h0 -> h2 through h1, where the water-filling sends half), and
+// the function sees the region's demand and the relay option.
+TEST(RouteTableV2Test, TakesTheSplitOfAGivenFunction) {
+  ClusterSpec spec = Spec();
+  TrafficMatrix m(5);
+  m.at(0, 2) = 2e9;
+  const Topology topo{1, {{"sw", 1, 3}, {"sw", 4, 5}}};
+  int calls = 0;
+  RouterV2Options o;
+  o.relay = true;
+  o.split = [&calls](const planner::FluidModel& model, const planner::Adjacency&,
+                     const planner::RoutingOptions& ro) {
+    ++calls;
+    EXPECT_TRUE(ro.relay);
+    EXPECT_EQ(model.hosts(), 4);  // the region, not h4
+    EXPECT_DOUBLE_EQ(model.demand(0, 2), 2e9);
+    planner::RegionRouting r;
+    r.hosts = model.hosts();
+    r.pairs.assign(16, planner::PairSplit{});
+    r.at(0, 2).eps = 1.5e9;
+    r.at(0, 2).relay = {{1, 0.5e9}};
+    r.completion_s = 1.5;
+    return r;
+  };
+  absl::StatusOr<RouteTable> t = BuildRouteTableV2(spec, topo, "h0", m, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_DOUBLE_EQ(t->predicted_completion_s(), 1.5);
+  EXPECT_NEAR(WeightOf(t->PathsTo("h2"), PathKind::kRelay), 0.25, 1e-12);
+  EXPECT_NEAR(WeightOf(t->PathsTo("h2"), PathKind::kEps), 0.75, 1e-12);
+  ExpectWeightsSumToOne(*t);
+}
+
 TEST(RouteTableV2Test, RelaysWithOneHopOverEps) {
   ClusterSpec spec = Spec();
   const Topology topo{1, {{"sw", 1, 3}}};  // h0 ocs0 - h1 ocs0 only
