@@ -31,7 +31,6 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "bench/peers/peer_common.h"
 #include "nlohmann/json.hpp"
 #include "runtime/collectives/alltoall.h"
