@@ -178,6 +178,14 @@ int main(int argc, char** argv) {
                  "scores circuits with the water-filling either way")
       ->check(CLI::IsMember({"water-filling", "lp"}))
       ->capture_default_str();
+  std::string replan_combine = o.replan_combine ? "on" : "off";
+  app.add_option("--replan-combine", replan_combine,
+                 "mixnet: after each forward dispatch, ask the controller for a plan for its "
+                 "combine from the dispatch's observed matrix, and await it after the expert "
+                 "compute (a forecast miss then costs the dispatch alone; the answer re-splits "
+                 "the combine even when no round pays)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
   app.add_option("--plot-dir", o.plot_dir, "write iterations.png (gnuplot) there");
   app.add_flag("--sweep", sweep,
@@ -226,6 +234,7 @@ int main(int argc, char** argv) {
     relay = "off";
   }
   o.relay = relay == "on";
+  o.replan_combine = replan_combine == "on";
   o.slow_start_after_idle = !no_ssai;
   o.fabrics.clear();
   for (absl::string_view f : absl::StrSplit(fabrics, ',', absl::SkipEmpty()))

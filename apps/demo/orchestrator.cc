@@ -206,6 +206,7 @@ class Demo {
     if (kind == FabricKind::kStatic && o_.router == "v2") c.static_demand = static_demand_;
     c.relay = o_.relay;
     c.route_solver = o_.route_solver;
+    c.replan_combine = kind == FabricKind::kMixnet && o_.replan_combine;
     c.switch_ms = shape.switch_ms;
     c.leaf_hosts = kind == FabricKind::kOversub ? o_.leaf_hosts : 0;
     c.uplink_gbps = kind == FabricKind::kOversub ? oversub_uplink_gbps : 0;
@@ -341,7 +342,8 @@ class Demo {
                  std::to_string(o_.prepare_deadline_ms)};
     // The compute every round can hide behind (step.h).
     ctl_argv_.insert(ctl_argv_.end(),
-                     {"--overlap-ms", absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute))});
+                     {"--overlap-ms", absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute,
+                                                                        o_.replan_combine))});
     RETURN_IF_ERROR(children.Spawn("mixnet-controller", "", ctl_argv_));
     return WaitForFile(dir + "/ctl.ready", absl::Seconds(20), children, "mixnet-controller");
   }

@@ -79,9 +79,10 @@ std::string PhaseResult::BusiestLink() const {
 absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, double uplink_gbps,
                          PhaseResult& r) {
   const int hosts = static_cast<int>(spec.hosts.size());
-  std::map<std::pair<int64_t, int>, A2aAgg> a2a;          // (iteration, seq)
-  std::map<std::tuple<int64_t, int, int>, double> waits;  // (iteration, layer, pass)
-  std::map<std::tuple<int64_t, int, int>, bool> switched, timeouts;
+  std::map<std::pair<int64_t, int>, A2aAgg> a2a;  // (iteration, seq)
+  // (iteration, layer, pass, the combine's own plan)
+  std::map<std::tuple<int64_t, int, int, bool>, double> waits;
+  std::map<std::tuple<int64_t, int, int, bool>, bool> switched, timeouts;
   std::vector<IterationStats> iters(c.iterations);
   std::vector<int> iter_seen(c.iterations, 0);
   uint64_t cpu_idle = 0, cpu_total = 0;
@@ -153,7 +154,8 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
           ++r.layers_during_outage;
         }
       } else if (type == "await") {
-        const auto key = std::make_tuple(it, j.value("layer", 0), j.value("pass", 0));
+        const auto key =
+            std::make_tuple(it, j.value("layer", 0), j.value("pass", 0), j.value("combine", false));
         double& w = waits[key];
         w = std::max(w, j.value("waited_ms", 0.0));
         switched[key] = switched[key] || j.value("reconfigure", false);

@@ -48,6 +48,7 @@ std::string RunConfig::ToJson() const {
                       {"static_demand", static_demand},
                       {"relay", relay},
                       {"route_solver", route_solver},
+                      {"replan_combine", replan_combine},
                       {"switch_ms", switch_ms},
                       {"leaf_hosts", leaf_hosts},
                       {"uplink_gbps", uplink_gbps},
@@ -96,6 +97,7 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.static_demand = j.at("static_demand").get<std::vector<double>>();
     c.relay = j.at("relay").get<bool>();
     c.route_solver = j.value("route_solver", c.route_solver);
+    c.replan_combine = j.value("replan_combine", c.replan_combine);
     // Optional: configs written before the simulator's replay read them.
     c.switch_ms = j.value("switch_ms", c.switch_ms);
     c.leaf_hosts = j.value("leaf_hosts", c.leaf_hosts);

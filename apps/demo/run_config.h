@@ -53,6 +53,9 @@ struct RunConfig {
   bool relay = false;  // static's plan may relay (RoutingPlan::relay)
   // Router v2's split (planner/lp_routing.h): "water-filling" or "lp".
   std::string route_solver = "water-filling";
+  // mixnet: re-plan each forward combine from its dispatch's observed matrix
+  // (IterationSteps' replan_combine).
+  bool replan_combine = false;
   // Not read by the workers: what the simulator needs to replay the phase
   // (`mixnet-demo simulate`, replay.h) beyond the fields above.
   double switch_ms = 25;   // mixnet: the OCS's switching time

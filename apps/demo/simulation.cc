@@ -91,8 +91,8 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
     r.iterations[it].each_simulated_alltoall_ms.clear();
     double compute_ms = 0, alltoall_ms = 0, reconfig_ms = 0;
     int seq = 0;
-    for (const StepItem& item :
-         IterationSteps(static_cast<int64_t>(it), p.iterations, w.layers(), p.compute)) {
+    for (const StepItem& item : IterationSteps(static_cast<int64_t>(it), p.iterations, w.layers(),
+                                               p.compute, p.replan_combine)) {
       window.Step(item);
       if (item.kind == StepItem::Kind::kCompute) compute_ms += item.compute_ms;
       if (item.kind != StepItem::Kind::kAlltoall) continue;
@@ -165,6 +165,7 @@ PhaseSimulation SimulationOf(FabricKind kind, const RunConfig& c) {
   sim.router = c.router;
   sim.relay = c.relay;
   sim.route_solver = c.route_solver;
+  sim.replan_combine = c.replan_combine;
   sim.static_demand = c.static_demand;
   sim.leaf_hosts = c.leaf_hosts;
   sim.uplink_gbps = c.uplink_gbps;

@@ -35,6 +35,7 @@ struct PhaseSimulation {
   std::string router = "v2";
   bool relay = false;
   std::string route_solver = "water-filling";  // router v2's split (planner/lp_routing.h)
+  bool replan_combine = false;                 // mixnet: the step's (step.h)
   std::vector<double> static_demand;           // static, router v2 (host order, row-major)
   int leaf_hosts = 0;                          // oversub
   double uplink_gbps = 0;                      // oversub: each leaf's uplink

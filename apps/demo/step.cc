@@ -77,7 +77,7 @@ double ComputeOptions::PerIterationMs(int layers) const {
 }
 
 std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
-                                     const ComputeOptions& c) {
+                                     const ComputeOptions& c, bool replan_combine) {
   std::vector<StepItem> out;
   for (int l = 0; l < layers; ++l) {
     out.push_back(Compute("attention", l, kForwardPass, c.attention_fwd_ms));
@@ -86,13 +86,25 @@ std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
       out.push_back(Await(PlanTarget{.iteration = it, .layer = l, .pass = kForwardPass}));
     }
     out.push_back(Alltoall("dispatch", l, kForwardPass, false));
+    const PlanTarget combine{
+        .iteration = it, .layer = l, .pass = kForwardPass, .exact = true, .combine = true};
+    if (replan_combine)
+      out.push_back(Report(l, kForwardPass, Direction::kDispatch, false, combine));
     out.push_back(Compute("expert", l, kForwardPass, c.expert_fwd_ms));
+    if (replan_combine) out.push_back(Await(combine));
     out.push_back(Alltoall("combine", l, kForwardPass, true));
     const PlanTarget next =
         l + 1 < layers
             ? PlanTarget{.iteration = it, .layer = l + 1, .pass = kForwardPass, .exact = false}
             : PlanTarget{.iteration = it, .layer = l, .pass = kBackwardPass, .exact = true};
-    out.push_back(Report(l, kForwardPass, Direction::kDispatch, false, next));
+    // With the combine re-planned, D_l's row went already (its key is
+    // complete): the combine's row (D_l transposed, which the same duplex
+    // circuits serve) carries the next request.
+    if (replan_combine) {
+      out.push_back(Report(l, kForwardPass, Direction::kCombine, true, next));
+    } else {
+      out.push_back(Report(l, kForwardPass, Direction::kDispatch, false, next));
+    }
   }
   out.push_back(Compute("head", layers - 1, kForwardPass, c.head_ms));
   for (int l = layers - 1; l >= 0; --l) {
@@ -116,11 +128,11 @@ std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
   return out;
 }
 
-double ShortestPlanWindowMs(int layers, const ComputeOptions& c) {
+double ShortestPlanWindowMs(int layers, const ComputeOptions& c, bool replan_combine) {
   double shortest = -1;
   PlanWindow window;
   for (int64_t it = 0; it < 2; ++it) {
-    for (const StepItem& s : IterationSteps(it, 2, layers, c)) {
+    for (const StepItem& s : IterationSteps(it, 2, layers, c, replan_combine)) {
       window.Step(s);
       if (s.kind == StepItem::Kind::kAwaitPlan) {
         shortest = shortest < 0 ? window.ms() : std::min(shortest, window.ms());

@@ -10,6 +10,11 @@
 //   combine all-to-all   (D_l transposed)
 //   [report D_l; plan request for (it, l+1, forward) from the prediction, or
 //    after the last layer for (it, L-1, backward) from D_l itself (exact)]
+// With `replan_combine`, the forward dispatch's plan (a forecast) does not
+// bind its combine: right after the dispatch, report D_l with a request for
+// the combine alone from D_l (exact), await it after the expert compute (the
+// round's window), and after the combine report its row (D_l transposed)
+// with the request above.
 // then the head (loss; compute), then backward: for each layer l = L-1..0
 //   [await the plan for (it, l, backward)]
 //   combine-grad all-to-all   (D_l: the gradients of the combine's outputs
@@ -67,7 +72,7 @@ struct StepItem {
 
 // The items of iteration `iteration` of a run of `iterations`, in order.
 std::vector<StepItem> IterationSteps(int64_t iteration, int64_t iterations, int layers,
-                                     const ComputeOptions& c);
+                                     const ComputeOptions& c, bool replan_combine = false);
 
 // The compute since the latest plan request, step by step: a kReport item
 // starts it again, a kCompute item adds to it. Every kAwaitPlan item follows
@@ -91,7 +96,7 @@ class PlanWindow {
 // next iteration's first layer). The smallest of them over two iterations:
 // the demo gives it to the controller (--overlap-ms), whose Decide charges a
 // reconfiguration only the part not hidden. 0 when no plan is awaited.
-double ShortestPlanWindowMs(int layers, const ComputeOptions& c);
+double ShortestPlanWindowMs(int layers, const ComputeOptions& c, bool replan_combine = false);
 
 // The measured times of one iteration's all-to-alls, so that a report row
 // carries the time of the all-to-all it describes (TrafficRow::observed_ms):

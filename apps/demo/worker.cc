@@ -168,7 +168,8 @@ class Worker {
     const Clock::time_point t_iter = Clock::now();
     double compute_ms = 0;
     int seq = 0;
-    for (const StepItem& s : IterationSteps(it, c_.iterations, w_.layers(), c_.compute)) {
+    for (const StepItem& s :
+         IterationSteps(it, c_.iterations, w_.layers(), c_.compute, c_.replan_combine)) {
       switch (s.kind) {
         case StepItem::Kind::kCompute: {
           const Clock::time_point t0 = Clock::now();
@@ -189,6 +190,7 @@ class Worker {
                                 {"iteration", it},
                                 {"layer", s.layer},
                                 {"pass", s.pass},
+                                {"combine", s.plan.combine},
                                 {"waited_ms", absl::ToDoubleMilliseconds(o.waited)},
                                 {"decided", o.decided},
                                 {"reconfigure", o.reconfigure},

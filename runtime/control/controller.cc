@@ -346,7 +346,15 @@ absl::Status Controller::Report(const v1::TrafficReport& report) {
     plan = PlanTarget{.iteration = p.target().iteration(),
                       .layer = p.target().layer(),
                       .pass = p.target().pass() == v1::BACKWARD ? kBackwardPass : kForwardPass,
-                      .exact = p.source() == v1::PlanRequest::THIS_MATRIX};
+                      .exact = p.source() == v1::PlanRequest::THIS_MATRIX,
+                      .combine = p.target().combine()};
+    // A combine's re-plan is from its dispatch's observed matrix: this row's
+    // (a combine-shaped row would plan its transpose's transpose).
+    if (plan->combine && (!plan->exact || report.direction() != v1::DISPATCH)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "report from worker ", report.worker_id(), ": a plan for ", PlanTargetString(*plan),
+          " alone must come with its dispatch's row (direction DISPATCH, source THIS_MATRIX)"));
+    }
   }
   const std::vector<std::string> peers(report.peer_hosts().begin(), report.peer_hosts().end());
   const std::vector<double> bytes(report.bytes().begin(), report.bytes().end());

@@ -149,7 +149,9 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   for (auto it = requested.begin(); it != requested.end();) {
     const auto& [r, c] = *it;
     const PlanTarget& t = *c->m.plan;
-    planned_for = GateKey{.layer = t.layer, .micro_batch = 0, .direction = Direction::kDispatch};
+    planned_for = GateKey{.layer = t.layer,
+                          .micro_batch = 0,
+                          .direction = t.combine ? Direction::kCombine : Direction::kDispatch};
     if (t.exact) {
       demands[r] = c->m.matrix;
     } else {
@@ -191,7 +193,14 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
     for (const auto& [r, c] : requested) protocol_s = std::max(protocol_s, median_s(r));
     decide.protocol_s = protocol_s;
   }
-  decide.uses = 2;  // combine (or the backward pass's second all-to-all) reuses the topology
+  // The combine (or the backward pass's second all-to-all) reuses the
+  // topology; a combine planned alone (PlanTarget::combine) is its one use.
+  decide.uses = 2;
+  if (!requested.empty() && newest.empty() &&
+      std::all_of(answers.begin(), answers.end(),
+                  [](const auto& a) { return a.second.target.combine; })) {
+    decide.uses = 1;
+  }
   const absl::Time plan_start = absl::Now();
   absl::StatusOr<planner::ClusterDecision> d = planner_.Plan(demands, current, po, decide);
   metrics_->PlannerTime(absl::Now() - plan_start);
@@ -299,10 +308,11 @@ void Controller::SendDecisionLocked(int region, const PlanAnswer& a, bool reconf
   k->set_iteration(a.target.iteration);
   k->set_layer(a.target.layer);
   k->set_pass(a.target.pass == kBackwardPass ? v1::BACKWARD : v1::FORWARD);
+  k->set_combine(a.target.combine);
   ev.set_reconfigure(reconfigure);
   ev.set_reason(reason);
   ev.set_layer(a.target.layer);
-  ev.set_direction(v1::DISPATCH);
+  ev.set_direction(a.target.combine ? v1::COMBINE : v1::DISPATCH);
   ev.set_predicted_ms(a.predicted_ms);
   ev.set_current_ms(a.current_ms);
   if (routing != nullptr) *ev.mutable_routing() = *routing;

@@ -17,20 +17,23 @@ inline constexpr int kBackwardPass = 1;
 
 // Decide on a topology for the all-to-alls of (iteration, layer, pass), from
 // the region predictor's forecast or, when `exact`, from the reported matrix
-// itself.
+// itself. `combine`: for the combine of (iteration, layer, pass) alone, from
+// its dispatch's observed matrix (exact); a separate plan from the one for
+// both.
 struct PlanTarget {
   int64_t iteration = 0;
   int layer = 0;
   int pass = kForwardPass;
   bool exact = false;
+  bool combine = false;
   friend bool operator==(const PlanTarget&, const PlanTarget&) = default;
 };
 
-// "iteration 3 layer 1 backward (exact)"
+// "iteration 3 layer 1 backward (exact)", "iteration 3 layer 0 forward combine (exact)"
 inline std::string PlanTargetString(const PlanTarget& t) {
   return absl::StrCat("iteration ", t.iteration, " layer ", t.layer,
                       t.pass == kBackwardPass ? " backward" : " forward",
-                      t.exact ? " (exact)" : " (predicted)");
+                      t.combine ? " combine" : "", t.exact ? " (exact)" : " (predicted)");
 }
 
 }  // namespace mixnet::control

@@ -43,14 +43,14 @@ class PlanTracker {
   // in epoch order, so an end also settles every lower epoch not seen.
   void OnRoundEnd(uint64_t epoch, bool committed);
 
-  // Waits until the request for `target` (matched on iteration, layer and
-  // pass) is decided and, when it reconfigures, until its round has ended;
+  // Waits until the request for `target` (matched on iteration, layer, pass
+  // and combine) is decided and, when it reconfigures, until its round has ended;
   // at most `timeout` (then timed_out is set and the rest says how far it got).
   PlanOutcome Await(const PlanTarget& target, absl::Duration timeout);
 
  private:
-  using Key = std::tuple<int64_t, int, int>;
-  static Key KeyOf(const PlanTarget& t) { return {t.iteration, t.layer, t.pass}; }
+  using Key = std::tuple<int64_t, int, int, bool>;
+  static Key KeyOf(const PlanTarget& t) { return {t.iteration, t.layer, t.pass, t.combine}; }
   // Fills the round part of `o` when its round has ended; true then.
   bool RoundEndedLocked(PlanOutcome& o) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

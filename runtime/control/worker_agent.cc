@@ -337,7 +337,8 @@ class WorkerAgent::Impl {
       case v1::TopologyEvent::DECISION: {
         const PlanTarget t{.iteration = ev.plan().iteration(),
                            .layer = ev.plan().layer(),
-                           .pass = ev.plan().pass() == v1::BACKWARD ? kBackwardPass : kForwardPass};
+                           .pass = ev.plan().pass() == v1::BACKWARD ? kBackwardPass : kForwardPass,
+                           .combine = ev.plan().combine()};
         log::Debug("worker {}: DECISION for {}: {} (model {:.2f} ms, installed {:.2f} ms){}",
                    o_.worker_id, PlanTargetString(t),
                    ev.reconfigure() ? absl::StrCat("round ", target.epoch) : "keep",
@@ -408,6 +409,7 @@ class WorkerAgent::Impl {
       p->mutable_target()->set_iteration(row.plan->iteration);
       p->mutable_target()->set_layer(row.plan->layer);
       p->mutable_target()->set_pass(row.plan->pass == kBackwardPass ? v1::BACKWARD : v1::FORWARD);
+      p->mutable_target()->set_combine(row.plan->combine);
       p->set_source(row.plan->exact ? v1::PlanRequest::THIS_MATRIX : v1::PlanRequest::PREDICTED);
     }
     for (const std::string& h : row.peer_hosts) r.add_peer_hosts(h);

@@ -9,7 +9,10 @@
 //     when those circuits are installed already, is declined without a round;
 //   - backward rows do not feed the predictor;
 //   - PlanTracker (the worker side) waits for the decision and the round's end;
-//   - a v2 controller sends the planned demand with COMMIT and DECISION(keep).
+//   - a v2 controller sends the planned demand with COMMIT and DECISION(keep);
+//   - a combine's own plan (PlanKey.combine) comes from its dispatch's
+//     observed row, switches when that beats the installed circuits, and is
+//     answered under its own key.
 // The test thread plus one watch reader thread per fake worker.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,13 +91,25 @@ class ControllerPlanTest : public ::testing::Test {
   }
 
   static cv1::PlanRequest Plan(int64_t iteration, int layer, cv1::Pass pass,
-                               cv1::PlanRequest::Source source) {
+                               cv1::PlanRequest::Source source, bool combine = false) {
     cv1::PlanRequest p;
     p.mutable_target()->set_iteration(iteration);
     p.mutable_target()->set_layer(layer);
     p.mutable_target()->set_pass(pass);
+    p.mutable_target()->set_combine(combine);
     p.set_source(source);
     return p;
+  }
+
+  // One report from worker h0 (the controller checks it before storing it).
+  grpc::Status ReportOne(const cv1::TrafficReport& report) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    cv1::ReportTrafficResponse resp;
+    auto writer = stub_->ReportTraffic(&ctx, &resp);
+    writer->Write(report);
+    writer->WritesDone();
+    return writer->Finish();
   }
 
   // Every worker's next event is `kind` at `epoch`; returns worker 0's.
@@ -195,6 +210,28 @@ TEST_F(ControllerPlanTest, PlanRequestWithoutSourceIsRejected) {
   EXPECT_THAT(s.error_message(), HasSubstr("without a source"));
 }
 
+// A plan for a combine alone comes from its dispatch's observed row, never
+// from a forecast or a combine-shaped row.
+TEST_F(ControllerPlanTest, CombinePlanNeedsItsDispatchRow) {
+  cv1::TrafficReport r;
+  r.set_worker_id("h0/w");
+  r.set_host("h0");
+  r.set_direction(cv1::DISPATCH);
+  for (const std::string& h : hosts_) r.add_peer_hosts(h);
+  for (int i = 0; i < kR0.hosts; ++i) r.add_bytes(1);
+  *r.mutable_plan() = Plan(0, 0, cv1::FORWARD, cv1::PlanRequest::PREDICTED, true);
+  grpc::Status s = ReportOne(r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("forward combine (predicted) alone must come"));
+  *r.mutable_plan() = Plan(0, 0, cv1::FORWARD, cv1::PlanRequest::THIS_MATRIX, true);
+  r.set_direction(cv1::COMBINE);
+  s = ReportOne(r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("direction DISPATCH"));
+  r.set_direction(cv1::DISPATCH);
+  EXPECT_TRUE(ReportOne(r).ok());
+}
+
 // A v1 controller sends no routing; GetStatus names the router and the
 // latest decision's model times.
 TEST_F(ControllerPlanTest, V1SendsNoRouting) {
@@ -255,6 +292,49 @@ TEST_F(ControllerPlanV2Test, CommitAndKeepCarryTheDemand) {
   EXPECT_EQ(Status(*stub_).router(), "v2");
 }
 
+// A forward dispatch ran on a forecast that missed: the combine's own plan,
+// from the dispatch's observed matrix, switches to that matrix's circuits
+// and routes by it; when the forecast held, the answer keeps the circuits and
+// still carries the observed demand. Each answer is keyed as the combine's.
+TEST_F(ControllerPlanV2Test, CombineIsReplannedFromItsDispatch) {
+  // Iteration 0, layer 1: pairs 0-1 and 2-3, installed by the backward
+  // pass's exact plan (ports 1-2, 3-4; epoch 2).
+  Report(0, 1, cv1::FORWARD, {{0, 1}, {2, 3}},
+         Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX));
+  EXPECT_TRUE(ExpectAll(cv1::TopologyEvent::DECISION, 2).reconfigure());
+  ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  ExpectAll(cv1::TopologyEvent::COMMIT, 2);
+  // Iteration 1, layer 1's dispatch carried 0-2 and 1-3 instead (the
+  // forecast, iteration 0's matrix, missed). On circuits 1-2, 3-4 each 1e8
+  // byte flow crosses a 0.1 Gbit/s EPS NIC (8 s); on its own circuit 8 ms:
+  // the combine's plan switches to ports 1-3, 2-4 (epoch 3).
+  Report(1, 1, cv1::FORWARD, {{0, 2}, {1, 3}},
+         Plan(1, 1, cv1::FORWARD, cv1::PlanRequest::THIS_MATRIX, true));
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 3);
+  EXPECT_TRUE(d.reconfigure()) << d.DebugString();
+  EXPECT_EQ(d.plan().iteration(), 1);
+  EXPECT_EQ(d.plan().layer(), 1);
+  EXPECT_EQ(d.plan().pass(), cv1::FORWARD);
+  EXPECT_TRUE(d.plan().combine());
+  EXPECT_EQ(d.direction(), cv1::COMBINE);
+  EXPECT_GE(d.current_ms(), 8000);
+  EXPECT_LT(d.predicted_ms(), 100);
+  cv1::TopologyEvent prep = ExpectAll(cv1::TopologyEvent::PREPARE, 3);
+  EXPECT_EQ(CircuitPairs(prep.topology()), (Pairs{{1, 3}, {2, 4}}));
+  ExpectRouting(ExpectAll(cv1::TopologyEvent::COMMIT, 3), {{0, 2}, {1, 3}});
+  // Iteration 2, layer 1's dispatch carried 0-2 and 1-3 again: installed,
+  // so the combine's answer keeps them, with the observed demand.
+  Report(2, 1, cv1::FORWARD, {{0, 2}, {1, 3}},
+         Plan(2, 1, cv1::FORWARD, cv1::PlanRequest::THIS_MATRIX, true));
+  cv1::TopologyEvent keep = ExpectAll(cv1::TopologyEvent::DECISION, 0);
+  EXPECT_FALSE(keep.reconfigure()) << keep.DebugString();
+  EXPECT_TRUE(keep.plan().combine());
+  EXPECT_EQ(keep.plan().iteration(), 2);
+  ExpectRouting(keep, {{0, 2}, {1, 3}});
+  absl::SleepFor(absl::Milliseconds(200));
+  for (auto& w : workers_) EXPECT_EQ(w->queued(), 0u) << "no round expected";
+}
+
 // A controller with --relay on says so in the routing it sends.
 class ControllerPlanRelayTest : public ControllerPlanV2Test {
  protected:
@@ -302,6 +382,13 @@ TEST(PlanTrackerTest, WaitsForTheDecisionAndTheRoundEnd) {
   PlanTarget same = k;
   same.exact = false;
   EXPECT_TRUE(t.Await(same, absl::Milliseconds(1)).committed);
+  // The combine's own plan is another identity: not decided yet.
+  PlanTarget combine = k;
+  combine.combine = true;
+  o = t.Await(combine, absl::Milliseconds(1));
+  EXPECT_TRUE(o.timed_out);
+  EXPECT_FALSE(o.decided);
+  EXPECT_THAT(o.reason, HasSubstr("backward combine (exact)"));
   // A decision to keep: done at once.
   const PlanTarget k2{.iteration = 4, .layer = 0};
   t.OnDecision(k2, false, 0, "gain too small", 2, 2);

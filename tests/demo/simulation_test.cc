@@ -105,5 +105,15 @@ TEST_F(DemoSimulationTest, TheNextIterationsFirstLayerHidesInBothAttentions) {
   EXPECT_EQ(Charged(100, 12, /*new_from=*/0)[0], 0);
 }
 
+TEST_F(DemoSimulationTest, AReplannedCombinesRoundHidesInTheExpertCompute) {
+  // Iteration 1's combine (seq 1) on a new epoch. Without --replan-combine
+  // its round was requested after iteration 0's dispatch-grad: attention
+  // backward 40 + attention 20 + expert 40 = 100 ms hide 25 + 30. With it, the
+  // request follows the dispatch: only the expert's 40 ms, so 55 - 40 = 15.
+  EXPECT_EQ(Charged(25, 30, /*new_from=*/1)[1], 0);
+  c_.replan_combine = true;
+  EXPECT_DOUBLE_EQ(Charged(25, 30, /*new_from=*/1)[1], 15);
+}
+
 }  // namespace
 }  // namespace mixnet::demo

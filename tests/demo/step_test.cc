@@ -29,19 +29,22 @@ std::string Describe(const StepItem& s) {
       return absl::StrCat(s.name, s.layer, s.transpose ? "T" : "");
     case Kind::kAwaitPlan:
       return absl::StrCat("await(", s.plan.iteration, ",", s.plan.layer,
-                          s.plan.pass == kBackwardPass ? ",b" : ",f", ")");
+                          s.plan.pass == kBackwardPass ? ",b" : ",f",
+                          s.plan.combine ? ",combine" : "", ")");
     case Kind::kReport:
       return absl::StrCat("report", s.layer, s.pass == kBackwardPass ? "b" : "f",
                           s.direction == Direction::kCombine ? "c" : "d", "->(", s.plan.iteration,
                           ",", s.plan.layer, s.plan.pass == kBackwardPass ? ",b" : ",f",
-                          s.plan.exact ? ",exact" : "", ")");
+                          s.plan.combine ? ",combine" : "", s.plan.exact ? ",exact" : "", ")");
   }
   return "?";
 }
 
-std::vector<std::string> Names(int64_t it, int64_t iterations, int layers) {
+std::vector<std::string> Names(int64_t it, int64_t iterations, int layers,
+                               bool replan_combine = false) {
   std::vector<std::string> out;
-  for (const StepItem& s : IterationSteps(it, iterations, layers, ComputeOptions{})) {
+  for (const StepItem& s :
+       IterationSteps(it, iterations, layers, ComputeOptions{}, replan_combine)) {
     out.push_back(Describe(s));
   }
   return out;
@@ -60,6 +63,56 @@ TEST(DemoStep, TwoLayerIterationInOrder) {
       "expert-bwd0",    "dispatch-grad0T", "report0bc->(2,0,f)",
       "attention-bwd0"};
   EXPECT_EQ(Names(1, 3, 2), want);
+}
+
+TEST(DemoStep, ReplannedCombineAwaitsAPlanFromItsDispatch) {
+  // Iteration 1 of 3, two layers, with the combine re-planned: written out by
+  // hand from step.h. D_l's row goes right after the dispatch with the exact
+  // request for the combine alone; the combine awaits it after the expert
+  // compute; the combine's row (D_l transposed) carries the request that
+  // D_l's row carried without re-planning. The backward pass is unchanged.
+  const std::vector<std::string> want = {"attention0",      "await(1,0,f)",
+                                         "dispatch0",       "report0fd->(1,0,f,combine,exact)",
+                                         "expert0",         "await(1,0,f,combine)",
+                                         "combine0T",       "report0fc->(1,1,f)",
+                                         "attention1",      "await(1,1,f)",
+                                         "dispatch1",       "report1fd->(1,1,f,combine,exact)",
+                                         "expert1",         "await(1,1,f,combine)",
+                                         "combine1T",       "report1fc->(1,1,b,exact)",
+                                         "head1",           "await(1,1,b)",
+                                         "combine-grad1",   "expert-bwd1",
+                                         "dispatch-grad1T", "report0bd->(1,0,b,exact)",
+                                         "attention-bwd1",  "await(1,0,b)",
+                                         "combine-grad0",   "expert-bwd0",
+                                         "dispatch-grad0T", "report0bc->(2,0,f)",
+                                         "attention-bwd0"};
+  EXPECT_EQ(Names(1, 3, 2, true), want);
+  // The first iteration's combines are planned too (no forecast exists for
+  // its dispatches, but their matrices are known once they ran).
+  const std::vector<std::string> first = Names(0, 3, 2, true);
+  EXPECT_EQ(first[1], "dispatch0");
+  EXPECT_EQ(first[2], "report0fd->(0,0,f,combine,exact)");
+  EXPECT_EQ(first[4], "await(0,0,f,combine)");
+}
+
+TEST(DemoStep, ReplannedCombineHidesItsRoundBehindTheExpertCompute) {
+  // The combine's window is the expert compute (40 ms by default, 15 here);
+  // the shortest window is the least of it and the others (20 by default).
+  EXPECT_DOUBLE_EQ(ShortestPlanWindowMs(4, ComputeOptions{}, true), 20);
+  ComputeOptions c;
+  c.expert_fwd_ms = 15;
+  EXPECT_DOUBLE_EQ(ShortestPlanWindowMs(4, c, false), 20);
+  EXPECT_DOUBLE_EQ(ShortestPlanWindowMs(4, c, true), 15);
+  PlanWindow window;
+  std::vector<double> at_awaits;
+  for (const StepItem& s : IterationSteps(1, 3, 1, c, true)) {
+    window.Step(s);
+    if (s.kind == Kind::kAwaitPlan) at_awaits.push_back(window.ms());
+  }
+  // One layer, the window counted from this iteration's start: forward layer
+  // 0 awaits after the attention (20), its combine after the expert (15),
+  // backward layer 0 after the head (20).
+  EXPECT_EQ(at_awaits, (std::vector<double>{20, 15, 20}));
 }
 
 TEST(DemoStep, FirstAndLastIterations) {

@@ -236,6 +236,7 @@ TEST(DemoRunConfig, JsonRoundTrip) {
   c.store = "file:/x/store";
   c.controller = "unix:/x/ctl.sock";
   c.results_dir = "/x/results";
+  c.replan_combine = true;
   auto back = RunConfig::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ToJson(), c.ToJson());
