@@ -72,7 +72,7 @@ struct DemoOptions {
   // mixnet: after each forward dispatch, re-plan its combine from the
   // observed matrix (step.h, replan_combine; the controller's answer re-splits
   // the combine even when no round pays).
-  bool replan_combine = false;
+  bool replan_combine = true;
   // The oracle's floors of every phase's all-to-alls and the split of mixnet's
   // gap by cause (oracle_phase.h); --sweep turns it off.
   bool oracle = true;
