@@ -186,6 +186,12 @@ int main(int argc, char** argv) {
                  "the combine even when no round pays)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--routed-search", o.routed_search,
+                 "mixnet and static, with relays: the planner's last step searches circuit sets "
+                 "scored by the relay split itself, at most this many splits per plan (the "
+                 "controller's --routed-search); 0: none")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per fabric, then a summary object");
   app.add_option("--plot-dir", o.plot_dir, "write iterations.png (gnuplot) there");
   app.add_flag("--sweep", sweep,

@@ -138,6 +138,7 @@ absl::StatusOr<StaticPlan> StaticCircuits(const DemoOptions& o, const Workload& 
   po.circuit_only = o.router == "v1";  // score the routing the workers run
   po.relay = o.router == "v2" && o.relay;
   po.relay_chunk_bytes = static_cast<double>(GetSettings().relay_chunk_bytes);  // the workers'
+  po.routed_search_evaluations = o.routed_search;
   planner::DecideOptions decide;
   decide.switch_s = 0;
   ASSIGN_OR_RETURN(planner::ClusterDecision d,
@@ -339,7 +340,9 @@ class Demo {
                  "--relay",
                  o_.relay ? "on" : "off",
                  "--prepare-deadline-ms",
-                 std::to_string(o_.prepare_deadline_ms)};
+                 std::to_string(o_.prepare_deadline_ms),
+                 "--routed-search",
+                 std::to_string(o_.routed_search)};
     // The compute every round can hide behind (step.h).
     ctl_argv_.insert(ctl_argv_.end(),
                      {"--overlap-ms", absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute,

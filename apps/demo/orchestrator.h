@@ -73,6 +73,9 @@ struct DemoOptions {
   // observed matrix (step.h, replan_combine; the controller's answer re-splits
   // the combine even when no round pays).
   bool replan_combine = true;
+  // The planner's routed search with relays (controller --routed-search, and
+  // static's plan): at most this many relay splits per plan; 0: none.
+  int routed_search = 0;
   // The oracle's floors of every phase's all-to-alls and the split of mixnet's
   // gap by cause (oracle_phase.h); --sweep turns it off.
   bool oracle = true;

@@ -35,6 +35,7 @@ struct Options {
   bool relay_scoring = false;
   int local_search_rounds = planner::PlannerOptions{}.local_search_rounds;
   double local_search_budget_us = planner::PlannerOptions{}.local_search_budget_us;
+  int routed_search = planner::PlannerOptions{}.routed_search_evaluations;
   double overlap_ms = 0;
   double uses = 1;
   bool from_empty = false;
@@ -101,6 +102,7 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
     popt.relay = o.relay_scoring;
     popt.local_search_rounds = o.local_search_rounds;
     popt.local_search_budget_us = o.local_search_budget_us;
+    popt.routed_search_evaluations = o.routed_search;
     // Timing: the whole decision, from the live circuits in spec form to the
     // topology to apply, repeated; the median counts.
     std::vector<double> times;
@@ -243,6 +245,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ls-budget-us", o.local_search_budget_us,
                  "Local-search time budget per region, us (0: rounds only)")
+      ->capture_default_str();
+  app.add_option("--routed-search", o.routed_search,
+                 "With --relay-scoring: relay splits the routed search may evaluate per region "
+                 "(0: none)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--overlap-ms", o.overlap_ms, "Switching time hidden behind compute (Decide)")
       ->capture_default_str();

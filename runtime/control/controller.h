@@ -74,6 +74,9 @@ struct ControllerOptions {
   // With `relay`: the workers' relay chunk (their MIXNET_RELAY_CHUNK_BYTES),
   // whose store and forward the plans' scores include (planner/routing.h).
   double relay_chunk_bytes = 256 << 10;
+  // With `relay`: the planner's routed search, at most this many relay
+  // splits per plan (PlannerOptions::routed_search_evaluations; 0: none).
+  int routed_search_evaluations = planner::PlannerOptions{}.routed_search_evaluations;
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 

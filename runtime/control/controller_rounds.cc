@@ -175,6 +175,7 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   po.circuit_only = opt_.router == "v1";  // score the routing the workers run
   po.relay = opt_.router == "v2" && opt_.relay;
   po.relay_chunk_bytes = opt_.relay_chunk_bytes;
+  po.routed_search_evaluations = opt_.routed_search_evaluations;
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
   decide.overlap_s = opt_.overlap_s;

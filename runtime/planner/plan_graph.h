@@ -10,6 +10,7 @@
 
 #include "runtime/planner/fluid_model.h"
 #include "runtime/planner/planner.h"
+#include "runtime/planner/routing.h"
 
 namespace mixnet::planner::internal {
 
@@ -75,6 +76,16 @@ void PaperGreedy(const FluidModel& model, PlanGraph& g);
 // The improved planner (planner.h); `current` from CurrentCounts.
 void ImprovedPlan(const FluidModel& model, const Region& region, const std::vector<int>& current,
                   const PlannerOptions& options, PlanGraph& g);
+
+// routed_search.cc: first-improvement local search over `g`'s circuits
+// (swap two circuits' ends, move one end to a free port, add a circuit),
+// each candidate scored by OptimiseRouting(model, ., routing), candidates
+// tried in the order of the direct bytes they would put on circuits; at most
+// `max_evaluations` routings, none once within 0.1% of `lower_bound` (no
+// routing beats it). Returns the routed completion time of `g` as left
+// (never worse than at the start).
+double RoutedSearch(const FluidModel& model, const RoutingOptions& routing, double lower_bound,
+                    int max_evaluations, PlanGraph& g);
 
 struct PortAssignment {
   std::vector<PlannedCircuit> circuits;

@@ -240,7 +240,15 @@ absl::StatusOr<RegionPlan> PlanRegion(const Region& region, const TrafficMatrix&
     internal::PlanGraph g(region);
     internal::ImprovedPlan(model, region, internal::CurrentCounts(region, current), options, g);
     plan.completion_s = ScoreAdjacency(model, g.adjacency(), options);
-    const double greedy_s = ScoreAdjacency(model, greedy.adjacency(), options);
+    double greedy_s = ScoreAdjacency(model, greedy.adjacency(), options);
+    if (options.relay && !options.circuit_only && options.routed_search_evaluations > 1) {
+      // Refine the better of the two under the routing itself.
+      internal::PlanGraph& start = greedy_s < plan.completion_s ? greedy : g;
+      const double refined = internal::RoutedSearch(
+          model, RoutingOptions{.relay = true, .relay_chunk_bytes = options.relay_chunk_bytes},
+          plan.lower_bound_s, options.routed_search_evaluations, start);
+      (&start == &greedy ? greedy_s : plan.completion_s) = refined;
+    }
     if (greedy_s < plan.completion_s) {
       ports = internal::AssignPorts(region, greedy, current);
       plan.completion_s = greedy_s;

@@ -241,6 +241,13 @@ TEST_F(ControllerRestartTest, BinaryServesARoundAndStopsOnSigterm) {
       o);
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(std::string(small.status().message()), HasSubstr("--relay-chunk-bytes 100"));
+  // A negative budget for the planner's routed search.
+  auto negative = DaemonProcess::Start(
+      {"--spec", spec_file, "--listen", "unix:" + dir_.path() + "/neg.sock", "--ocs",
+       "ocs0=" + sw_.address, "--router", "v2", "--relay", "on", "--routed-search", "-1"},
+      o);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("--routed-search -1"));
 }
 
 }  // namespace
