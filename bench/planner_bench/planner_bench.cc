@@ -1,8 +1,10 @@
 // mixnet_planner_bench: how fast the circuit planner decides and how good its
 // topologies are by the fluid model, greedy (the paper) against improved, on
 // single regions of 8/16/32 hosts and whole clusters of 1024 and 32768 GPUs,
-// with uniform, Zipf-skewed and the paper's 8-expert traffic. Single-threaded
-// (one core, as the targets say).
+// with uniform, Zipf-skewed and the paper's 8-expert traffic; with --oracle,
+// each plan's best routed floor against the oracle's best circuit set on the
+// single-region cases of at most 8 hosts. Single-threaded (one core, as the
+// targets say).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/common/status.h"
 #include "runtime/planner/cluster_planner.h"
+#include "runtime/planner/oracle.h"
 #include "runtime/planner/routing.h"
 
 namespace mixnet::bench {
@@ -41,7 +44,12 @@ struct Options {
   bool from_empty = false;
   bool direct_bound = false;  // also compute the per-host direct-routing bound (slow)
   std::string only;           // run cases whose name contains this
+  bool oracle = false;        // (b) of each plan against (c), regions of <= kOracleHosts
 };
+
+// --oracle: single-region cases up to this size (one (c) search is about
+// 400 LPs; at 16 hosts each LP takes tens of ms).
+constexpr int kOracleHosts = 8;
 
 struct CaseSpec {
   std::string name;
@@ -63,7 +71,28 @@ struct Row {
   bool direct_bound_exact = true;
   int reconfigured = 0;
   long ports_changed = 0;
+  double b_over_c = 0;  // --oracle: mean over regions of (b) of the plan / (c); 0: not run
 };
+
+planner::OracleFabric OracleFabricOf(const planner::Region& r) {
+  planner::OracleFabric f;
+  for (int h = 0; h < r.hosts(); ++h) {
+    const std::vector<planner::OcsPort>& ports = r.input().ports[h];
+    f.eps_Bps.push_back(r.input().eps_Bps[h]);
+    f.ocs_ports.push_back(static_cast<int>(ports.size()));
+    f.ocs_port_Bps.push_back(ports.empty() ? 0 : ports[0].gbps * 1e9 / 8);
+  }
+  return f;
+}
+
+std::vector<planner::UndirectedCircuit> HostCircuits(
+    const planner::Region& r, const std::vector<planner::PlannedCircuit>& circuits) {
+  std::vector<planner::UndirectedCircuit> out;
+  for (const planner::PlannedCircuit& c : circuits) {
+    out.push_back({c.a.host, c.b.host, r.circuit_Bps(c.a.host, c.b.host)});
+  }
+  return out;
+}
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -90,6 +119,16 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
     initial.push_back(o.from_empty ? std::vector<planner::PlannedCircuit>{}
                                    : RandomRegular(r, rng));
     for (const planner::PlannedCircuit& pc : initial.back()) initial_specs.push_back(r.ToSpec(pc));
+  }
+  // --oracle: (c) of every region, once for both algorithms.
+  const bool oracle = o.oracle && !c.cluster && c.region_hosts <= kOracleHosts;
+  std::vector<double> best_c;
+  if (oracle) {
+    for (size_t r = 0; r < demands.size(); ++r) {
+      ASSIGN_OR_RETURN(const planner::BestFloor best,
+                       planner::SearchBestFloor(demands[r], OracleFabricOf(cp.regions()[r])));
+      best_c.push_back(best.floor_s);
+    }
   }
   planner::DecideOptions decide;
   decide.switch_s = o.switch_ms / 1e3;
@@ -138,6 +177,12 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
             c.cluster ? std::max(row.direct_bound_ms, v) : row.direct_bound_ms + v / n;
         row.direct_bound_exact &= db.exact;
       }
+      if (oracle && best_c[r] > 0) {
+        ASSIGN_OR_RETURN(const double b,
+                         planner::InstalledFloor(demands[r], OracleFabricOf(region),
+                                                 HostCircuits(region, plan.circuits)));
+        row.b_over_c += b / best_c[r] / n;
+      }
       row.reconfigured += d->regions[r].decision.reconfigure ? 1 : 0;
       row.ports_changed += plan.ports_changed;
     }
@@ -169,6 +214,7 @@ void Print(const std::vector<Row>& rows, const Options& o) {
         j["direct_bound_ms"] = r.direct_bound_ms;
         j["direct_bound_exact"] = r.direct_bound_exact;
       }
+      if (r.b_over_c > 0) j["oracle_b_over_c"] = r.b_over_c;
       j["reconfigured_regions"] = r.reconfigured;
       j["ports_changed"] = r.ports_changed;
       j["aggregate"] = r.c.cluster ? "max over regions" : "mean over regions";
@@ -177,9 +223,10 @@ void Print(const std::vector<Row>& rows, const Options& o) {
     }
     return;
   }
-  std::printf("%-22s %6s %5s %-8s %11s %9s %9s %9s %9s %8s %6s%s\n", "case", "gpus", "hosts",
-              "algo", "plan_us", "compl_ms", "relay_ms", "init_ms", "bound_ms", "vs_grdy", "reconf",
+  std::printf("%-22s %6s %5s %-8s %11s %9s %9s %9s %9s %8s %6s%s", "case", "gpus", "hosts", "algo",
+              "plan_us", "compl_ms", "relay_ms", "init_ms", "bound_ms", "vs_grdy", "reconf",
               o.direct_bound ? "  dbound_ms" : "");
+  std::printf("%s\n", o.oracle ? "      b/c" : "");
   double greedy_ms = 0;
   for (const Row& r : rows) {
     if (r.algo == Algorithm::kGreedy) greedy_ms = r.completion_ms;
@@ -189,6 +236,7 @@ void Print(const std::vector<Row>& rows, const Options& o) {
                 std::string(planner::AlgorithmName(r.algo)).c_str(), r.plan_us, r.completion_ms,
                 r.relay_ms, r.initial_ms, r.bound_ms, vs, r.reconfigured, r.c.regions);
     if (o.direct_bound) std::printf(" %9.3f%s", r.direct_bound_ms, r.direct_bound_exact ? "" : "*");
+    if (r.b_over_c > 0) std::printf(" %8.4f", r.b_over_c);
     std::printf("\n");
   }
   std::printf(
@@ -198,7 +246,9 @@ void Print(const std::vector<Row>& rows, const Options& o) {
       "relay_ms: router v2 split with relays; init_ms: the initial random %d-regular topology;\n"
       "bound_ms: every host's bytes over all its NICs; vs_grdy: compl_ms against greedy's\n"
       "dbound_ms (--direct-bound): per-host best under direct routing, ignoring that peers'\n"
-      "  ports are shared: no direct-routing plan beats it (*: per-side bound, not enumerated)\n",
+      "  ports are shared: no direct-routing plan beats it (*: per-side bound, not enumerated)\n"
+      "b/c (--oracle, single regions of <= 8 hosts): the oracle's best routing on the plan's\n"
+      "  circuits over its best circuit set (oracle.h (b) / (c)), mean over the regions\n",
       o.samples, o.fabric.alpha);
 }
 
@@ -260,6 +310,9 @@ int main(int argc, char** argv) {
   app.add_option("--only", o.only, "Run the cases whose name contains this");
   app.add_flag("--direct-bound", o.direct_bound,
                "Also report the per-host direct-routing lower bound (slow)");
+  app.add_flag("--oracle", o.oracle,
+               "Single regions of <= 8 hosts: each plan's best routed floor (the oracle's LP) "
+               "over the oracle's best circuit set (slow: about 1 s per region)");
   CLI11_PARSE(app, argc, argv);
   if (o.fabric.alpha < 1 || o.fabric.alpha > o.fabric.nics || o.samples < 1) {
     std::cerr << "mixnet_planner_bench: need 1 <= alpha <= nics and samples >= 1\n";
