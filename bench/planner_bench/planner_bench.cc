@@ -74,26 +74,6 @@ struct Row {
   double b_over_c = 0;  // --oracle: mean over regions of (b) of the plan / (c); 0: not run
 };
 
-planner::OracleFabric OracleFabricOf(const planner::Region& r) {
-  planner::OracleFabric f;
-  for (int h = 0; h < r.hosts(); ++h) {
-    const std::vector<planner::OcsPort>& ports = r.input().ports[h];
-    f.eps_Bps.push_back(r.input().eps_Bps[h]);
-    f.ocs_ports.push_back(static_cast<int>(ports.size()));
-    f.ocs_port_Bps.push_back(ports.empty() ? 0 : ports[0].gbps * 1e9 / 8);
-  }
-  return f;
-}
-
-std::vector<planner::UndirectedCircuit> HostCircuits(
-    const planner::Region& r, const std::vector<planner::PlannedCircuit>& circuits) {
-  std::vector<planner::UndirectedCircuit> out;
-  for (const planner::PlannedCircuit& c : circuits) {
-    out.push_back({c.a.host, c.b.host, r.circuit_Bps(c.a.host, c.b.host)});
-  }
-  return out;
-}
-
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -125,8 +105,9 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
   std::vector<double> best_c;
   if (oracle) {
     for (size_t r = 0; r < demands.size(); ++r) {
-      ASSIGN_OR_RETURN(const planner::BestFloor best,
-                       planner::SearchBestFloor(demands[r], OracleFabricOf(cp.regions()[r])));
+      ASSIGN_OR_RETURN(
+          const planner::BestFloor best,
+          planner::SearchBestFloor(demands[r], planner::OracleFabricOf(cp.regions()[r])));
       best_c.push_back(best.floor_s);
     }
   }
@@ -179,8 +160,8 @@ absl::StatusOr<std::vector<Row>> RunCase(const CaseSpec& c, const Options& o) {
       }
       if (oracle && best_c[r] > 0) {
         ASSIGN_OR_RETURN(const double b,
-                         planner::InstalledFloor(demands[r], OracleFabricOf(region),
-                                                 HostCircuits(region, plan.circuits)));
+                         planner::InstalledFloor(demands[r], planner::OracleFabricOf(region),
+                                                 planner::HostCircuitsOf(region, plan.circuits)));
         row.b_over_c += b / best_c[r] / n;
       }
       row.reconfigured += d->regions[r].decision.reconfigure ? 1 : 0;

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/locality/traffic_matrix.h"
 #include "runtime/planner/fluid_model.h"
+#include "runtime/planner/planner.h"
 
 namespace mixnet::planner {
 
@@ -71,6 +72,13 @@ struct OracleOptions {
   bool fewest_relayed = false;
   double optimality_slack = 1e-6;
 };
+
+// A planner region as the oracle's fabric (each host's EPS capacity, its OCS
+// port count and its first port's rate), and a plan's circuits as host pairs
+// at the region's circuit rate: to score the planner's plans with (b) and (c).
+OracleFabric OracleFabricOf(const Region& region);
+std::vector<UndirectedCircuit> HostCircuitsOf(const Region& region,
+                                              const std::vector<PlannedCircuit>& circuits);
 
 // (b): the best routing's time on `circuits` (each joins two distinct hosts;
 // the Bps field is ignored: a circuit runs at circuit_Bps). Infinity when

@@ -389,6 +389,26 @@ absl::StatusOr<double> FloorOnCounts(const TrafficMatrix& demand, const OracleFa
   return PathLp(demand, fabric, &counts, options).Solve(nullptr);
 }
 
+OracleFabric OracleFabricOf(const Region& region) {
+  OracleFabric f;
+  for (int h = 0; h < region.hosts(); ++h) {
+    const std::vector<OcsPort>& ports = region.input().ports[h];
+    f.eps_Bps.push_back(region.input().eps_Bps[h]);
+    f.ocs_ports.push_back(static_cast<int>(ports.size()));
+    f.ocs_port_Bps.push_back(ports.empty() ? 0 : ports[0].gbps * 1e9 / 8);
+  }
+  return f;
+}
+
+std::vector<UndirectedCircuit> HostCircuitsOf(const Region& region,
+                                              const std::vector<PlannedCircuit>& circuits) {
+  std::vector<UndirectedCircuit> out;
+  for (const PlannedCircuit& c : circuits) {
+    out.push_back({c.a.host, c.b.host, region.circuit_Bps(c.a.host, c.b.host)});
+  }
+  return out;
+}
+
 absl::StatusOr<double> InstalledFloor(const TrafficMatrix& demand, const OracleFabric& fabric,
                                       const std::vector<UndirectedCircuit>& circuits,
                                       const OracleOptions& options) {

@@ -77,36 +77,49 @@ inline std::vector<PlannedCircuit> RandomCircuits(const Region& r, std::mt19937_
   return out;
 }
 
-// The best direct-model completion time over every multigraph with at most
-// `alpha` circuits per host (one switch, equal rates), by exhaustive search.
-inline double BruteForceOptimum(const Region& region, const FluidModel& model) {
-  const int n = region.hosts();
+// Calls `visit` with every multiset of circuits between n hosts with at most
+// ports[h] circuits at host h (no self-loops), each at rate(a, b): for
+// exhaustive optima on tiny fabrics.
+inline void ForEachCircuitSet(
+    int n, std::vector<int> ports, const std::function<double(int, int)>& rate,
+    const std::function<void(const std::vector<UndirectedCircuit>&)>& visit) {
   std::vector<std::pair<int, int>> pairs;
   for (int i = 0; i < n; ++i) {
     for (int j = i + 1; j < n; ++j) pairs.emplace_back(i, j);
   }
-  std::vector<int> free(n);
-  for (int h = 0; h < n; ++h) free[h] = static_cast<int>(region.input().ports[h].size());
   std::vector<UndirectedCircuit> chosen;
-  double best = kInfinity;
   std::function<void(size_t)> rec = [&](size_t k) {
     if (k == pairs.size()) {
-      best = std::min(best, model.Estimate(MakeAdjacency(n, chosen)).completion_s);
+      visit(chosen);
       return;
     }
     const auto [a, b] = pairs[k];
-    const int most = std::min(free[a], free[b]);
+    const int most = std::min(ports[a], ports[b]);
     for (int c = 0; c <= most; ++c) {
-      for (int x = 0; x < c; ++x) chosen.push_back({a, b, region.circuit_Bps(a, b)});
-      free[a] -= c;
-      free[b] -= c;
+      for (int x = 0; x < c; ++x) chosen.push_back({a, b, rate(a, b)});
+      ports[a] -= c;
+      ports[b] -= c;
       rec(k + 1);
-      free[a] += c;
-      free[b] += c;
+      ports[a] += c;
+      ports[b] += c;
       for (int x = 0; x < c; ++x) chosen.pop_back();
     }
   };
   rec(0);
+}
+
+// The best direct-model completion time over every multigraph with at most
+// `alpha` circuits per host (one switch, equal rates), by exhaustive search.
+inline double BruteForceOptimum(const Region& region, const FluidModel& model) {
+  const int n = region.hosts();
+  std::vector<int> ports(n);
+  for (int h = 0; h < n; ++h) ports[h] = static_cast<int>(region.input().ports[h].size());
+  double best = kInfinity;
+  ForEachCircuitSet(
+      n, ports, [&](int a, int b) { return region.circuit_Bps(a, b); },
+      [&](const std::vector<UndirectedCircuit>& set) {
+        best = std::min(best, model.Estimate(MakeAdjacency(n, set)).completion_s);
+      });
   return best;
 }
 

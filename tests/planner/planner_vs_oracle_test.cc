@@ -7,7 +7,6 @@
 // must find it too. Test thread only.
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <random>
 #include <vector>
 
@@ -25,55 +24,17 @@ using testing_util::MustRegion;
 
 constexpr double kEpsBps = 1e9 / 8;  // 1 Gbit/s, as every OCS port
 
-OracleFabric FabricOf(const Region& r) {
-  OracleFabric f;
-  for (int h = 0; h < r.hosts(); ++h) {
-    f.eps_Bps.push_back(r.input().eps_Bps[h]);
-    f.ocs_ports.push_back(static_cast<int>(r.input().ports[h].size()));
-    f.ocs_port_Bps.push_back(r.input().ports[h].empty() ? 0 : r.input().ports[h][0].gbps * 1e9 / 8);
-  }
-  return f;
-}
-
-std::vector<UndirectedCircuit> HostCircuits(const Region& r,
-                                            const std::vector<PlannedCircuit>& circuits) {
-  std::vector<UndirectedCircuit> out;
-  for (const PlannedCircuit& c : circuits) {
-    out.push_back({c.a.host, c.b.host, r.circuit_Bps(c.a.host, c.b.host)});
-  }
-  return out;
-}
-
 // (c) by enumeration: every multiset of circuits with at most the host's
 // ports at each host, scored by the LP.
 double ExhaustiveBestFloor(const TrafficMatrix& d, const OracleFabric& f) {
-  const int n = d.hosts();
-  std::vector<std::pair<int, int>> pairs;
-  for (int i = 0; i < n; ++i) {
-    for (int j = i + 1; j < n; ++j) pairs.emplace_back(i, j);
-  }
-  std::vector<int> free = f.ocs_ports;
-  std::vector<UndirectedCircuit> chosen;
   double best = kInfinity;
-  std::function<void(size_t)> rec = [&](size_t k) {
-    if (k == pairs.size()) {
-      absl::StatusOr<double> t = InstalledFloor(d, f, chosen);
-      EXPECT_TRUE(t.ok()) << t.status();
-      if (t.ok()) best = std::min(best, *t);
-      return;
-    }
-    const auto [a, b] = pairs[k];
-    for (int c = 0; c <= std::min(free[a], free[b]); ++c) {
-      for (int x = 0; x < c; ++x) chosen.push_back({a, b, f.ocs_port_Bps[a]});
-      free[a] -= c;
-      free[b] -= c;
-      rec(k + 1);
-      free[a] += c;
-      free[b] += c;
-      for (int x = 0; x < c; ++x) chosen.pop_back();
-    }
-  };
-  rec(0);
+  testing_util::ForEachCircuitSet(
+      d.hosts(), f.ocs_ports, [&](int a, int) { return f.ocs_port_Bps[a]; },
+      [&](const std::vector<UndirectedCircuit>& set) {
+        absl::StatusOr<double> t = InstalledFloor(d, f, set);
+        EXPECT_TRUE(t.ok()) << t.status();
+        if (t.ok()) best = std::min(best, *t);
+      });
   return best;
 }
 
@@ -110,7 +71,7 @@ class PlannerVsOracleTest : public ::testing::TestWithParam<Fabric> {};
 TEST_P(PlannerVsOracleTest, PlansAgainstTheExhaustiveBestRoutedFloor) {
   const Fabric fab = GetParam();
   const Region region = MustRegion(MakeRegionInput(fab.hosts, fab.ports, 1, kEpsBps), fab.ports);
-  const OracleFabric fabric = FabricOf(region);
+  const OracleFabric fabric = OracleFabricOf(region);
   std::mt19937_64 rng(7);
   constexpr int kCases = 12;
   double worst[2] = {0, 0}, sum[2] = {0, 0};
@@ -130,7 +91,7 @@ TEST_P(PlannerVsOracleTest, PlansAgainstTheExhaustiveBestRoutedFloor) {
       absl::StatusOr<RegionPlan> plan = PlanRegion(region, d, {}, po);
       ASSERT_TRUE(plan.ok()) << plan.status();
       testing_util::ExpectWellFormed(region, plan->circuits);
-      absl::StatusOr<double> b = InstalledFloor(d, fabric, HostCircuits(region, plan->circuits));
+      absl::StatusOr<double> b = InstalledFloor(d, fabric, HostCircuitsOf(region, plan->circuits));
       ASSERT_TRUE(b.ok()) << b.status();
       const double ratio = *b / best;
       EXPECT_GE(ratio, 1 - 1e-9) << "case " << k << ": no plan beats (c)";
