@@ -132,8 +132,9 @@ int Main(int argc, char** argv) {
   app.add_option("--switch-timeout-ms", f.switch_timeout_ms, "per call to a mixnet-ocsd")
       ->capture_default_str();
   app.add_option("--overlap-ms", f.overlap_ms,
-                 "compute a round can hide behind: a reconfiguration costs its switching plus the "
-                 "rounds' measured protocol time, less this")
+                 "compute a round can hide behind when a plan request names no window of its own "
+                 "(PlanRequest.window_ms): a reconfiguration costs its switching plus the rounds' "
+                 "measured protocol time, less this")
       ->capture_default_str();
   app.add_option("--router", f.router,
                  "the routing the workers run, which plans are scored with: v1 (circuits if any, "

@@ -186,6 +186,13 @@ int main(int argc, char** argv) {
                  "the combine even when no round pays)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  std::string plan_windows = o.plan_windows ? "on" : "off";
+  app.add_option("--plan-windows", plan_windows,
+                 "mixnet: each plan request carries its window, the compute between it and the "
+                 "all-to-all it plans, which the controller takes off a round's cost; off: none, "
+                 "so every round is charged the shortest window (the controller's --overlap-ms)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--routed-search", o.routed_search,
                  "mixnet and static, with relays: the planner's last step searches circuit sets "
                  "scored by the relay split itself, at most this many splits per plan (the "
@@ -241,6 +248,7 @@ int main(int argc, char** argv) {
   }
   o.relay = relay == "on";
   o.replan_combine = replan_combine == "on";
+  o.plan_windows = plan_windows == "on";
   o.slow_start_after_idle = !no_ssai;
   o.fabrics.clear();
   for (absl::string_view f : absl::StrSplit(fabrics, ',', absl::SkipEmpty()))

@@ -208,6 +208,7 @@ class Demo {
     c.relay = o_.relay;
     c.route_solver = o_.route_solver;
     c.replan_combine = kind == FabricKind::kMixnet && o_.replan_combine;
+    c.plan_windows = o_.plan_windows;
     c.switch_ms = shape.switch_ms;
     c.leaf_hosts = kind == FabricKind::kOversub ? o_.leaf_hosts : 0;
     c.uplink_gbps = kind == FabricKind::kOversub ? oversub_uplink_gbps : 0;

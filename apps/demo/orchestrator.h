@@ -73,6 +73,10 @@ struct DemoOptions {
   // observed matrix (step.h, replan_combine; the controller's answer re-splits
   // the combine even when no round pays).
   bool replan_combine = true;
+  // mixnet: each plan request carries its window (the compute before its
+  // all-to-all, PlanRequest.window_ms); off: none, so the controller charges
+  // every round the shortest window (--overlap-ms).
+  bool plan_windows = true;
   // The planner's routed search with relays (controller --routed-search, and
   // static's plan): at most this many relay splits per plan; 0: none.
   int routed_search = 0;

@@ -49,6 +49,7 @@ std::string RunConfig::ToJson() const {
                       {"relay", relay},
                       {"route_solver", route_solver},
                       {"replan_combine", replan_combine},
+                      {"plan_windows", plan_windows},
                       {"switch_ms", switch_ms},
                       {"leaf_hosts", leaf_hosts},
                       {"uplink_gbps", uplink_gbps},
@@ -98,6 +99,7 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.relay = j.at("relay").get<bool>();
     c.route_solver = j.value("route_solver", c.route_solver);
     c.replan_combine = j.value("replan_combine", c.replan_combine);
+    c.plan_windows = j.value("plan_windows", c.plan_windows);
     // Optional: configs written before the simulator's replay read them.
     c.switch_ms = j.value("switch_ms", c.switch_ms);
     c.leaf_hosts = j.value("leaf_hosts", c.leaf_hosts);

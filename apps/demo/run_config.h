@@ -56,6 +56,8 @@ struct RunConfig {
   // mixnet: re-plan each forward combine from its dispatch's observed matrix
   // (IterationSteps' replan_combine).
   bool replan_combine = false;
+  // mixnet: plan requests carry their windows (step.h); false sends none.
+  bool plan_windows = true;
   // Not read by the workers: what the simulator needs to replay the phase
   // (`mixnet-demo simulate`, replay.h) beyond the fields above.
   double switch_ms = 25;   // mixnet: the OCS's switching time

@@ -76,8 +76,11 @@ double ComputeOptions::PerIterationMs(int layers) const {
   return layers * (attention_fwd_ms + expert_fwd_ms + expert_bwd_ms + attention_bwd_ms) + head_ms;
 }
 
-std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
-                                     const ComputeOptions& c, bool replan_combine) {
+namespace {
+
+// The items of one iteration without the plan requests' windows.
+std::vector<StepItem> StepsInOrder(int64_t it, int64_t iterations, int layers,
+                                   const ComputeOptions& c, bool replan_combine) {
   std::vector<StepItem> out;
   for (int l = 0; l < layers; ++l) {
     out.push_back(Compute("attention", l, kForwardPass, c.attention_fwd_ms));
@@ -124,6 +127,38 @@ std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
                            PlanTarget{.iteration = it + 1, .layer = 0, .pass = kForwardPass}));
     }
     out.push_back(Compute("attention-bwd", l, kBackwardPass, c.attention_bwd_ms));
+  }
+  return out;
+}
+
+bool SameAlltoalls(const PlanTarget& a, const PlanTarget& b) {
+  return a.iteration == b.iteration && a.layer == b.layer && a.pass == b.pass &&
+         a.combine == b.combine;
+}
+
+}  // namespace
+
+std::vector<StepItem> IterationSteps(int64_t it, int64_t iterations, int layers,
+                                     const ComputeOptions& c, bool replan_combine) {
+  std::vector<StepItem> out = StepsInOrder(it, iterations, layers, c, replan_combine);
+  // Each request's window: the compute from its report to the await of its
+  // plan, into the next iteration for the next iteration's first layer.
+  std::vector<StepItem> ahead = out;
+  if (it + 1 < iterations) {
+    std::vector<StepItem> next = StepsInOrder(it + 1, iterations, layers, c, replan_combine);
+    ahead.insert(ahead.end(), next.begin(), next.end());
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].kind != StepItem::Kind::kReport || !out[i].has_plan) continue;
+    double ms = 0;
+    for (size_t j = i + 1; j < ahead.size(); ++j) {
+      const StepItem& s = ahead[j];
+      if (s.kind == StepItem::Kind::kCompute) ms += s.compute_ms;
+      if (s.kind == StepItem::Kind::kAwaitPlan && SameAlltoalls(s.plan, out[i].plan)) {
+        out[i].plan.window_ms = ms;
+        break;
+      }
+    }
   }
   return out;
 }

@@ -63,8 +63,10 @@ struct StepItem {
   int pass = control::kForwardPass;
   double compute_ms = 0;   // kCompute
   bool transpose = false;  // kAlltoall / kReport: D_l transposed (combine-shaped)
-  // kReport: the row's key (layer, direction, pass) and its plan request;
-  // kAwaitPlan: the plan awaited.
+  // kReport: the row's key (layer, direction, pass) and its plan request,
+  // whose window_ms is the compute from the report to the await of its plan
+  // (the round's window; the controller's Decide charges a round only what
+  // it does not hide); kAwaitPlan: the plan awaited.
   Direction direction = Direction::kDispatch;
   control::PlanTarget plan;
   bool has_plan = false;
@@ -94,8 +96,8 @@ class PlanWindow {
 // (kReport) and the all-to-all the plan is for (attention; the head; attention
 // backward; attention backward and the next iteration's attention for the
 // next iteration's first layer). The smallest of them over two iterations:
-// the demo gives it to the controller (--overlap-ms), whose Decide charges a
-// reconfiguration only the part not hidden. 0 when no plan is awaited.
+// the demo gives it to the controller (--overlap-ms, for a plan without a
+// request's own window). 0 when no plan is awaited.
 double ShortestPlanWindowMs(int layers, const ComputeOptions& c, bool replan_combine = false);
 
 // The measured times of one iteration's all-to-alls, so that a report row

@@ -216,7 +216,10 @@ class Worker {
             row.bytes.push_back(
                 static_cast<double>(s.transpose ? d[j * n_ + rank_] : d[rank_ * n_ + j]));
           }
-          if (s.has_plan) row.plan = s.plan;
+          if (s.has_plan) {
+            row.plan = s.plan;
+            if (!c_.plan_windows) row.plan->window_ms = 0;  // --plan-windows off
+          }
           row.observed_ms = times_.For(s);
           agent_->Report(std::move(row));
           break;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -347,7 +348,13 @@ absl::Status Controller::Report(const v1::TrafficReport& report) {
                       .layer = p.target().layer(),
                       .pass = p.target().pass() == v1::BACKWARD ? kBackwardPass : kForwardPass,
                       .exact = p.source() == v1::PlanRequest::THIS_MATRIX,
-                      .combine = p.target().combine()};
+                      .combine = p.target().combine(),
+                      .window_ms = p.window_ms()};
+    if (!(p.window_ms() >= 0) || !std::isfinite(p.window_ms())) {
+      return absl::InvalidArgumentError(absl::StrCat("report from worker ", report.worker_id(),
+                                                     ": plan request's window_ms ", p.window_ms(),
+                                                     " must be >= 0 and finite"));
+    }
     // A combine's re-plan is from its dispatch's observed matrix: this row's
     // (a combine-shaped row would plan its transpose's transpose).
     if (plan->combine && (!plan->exact || report.direction() != v1::DISPATCH)) {

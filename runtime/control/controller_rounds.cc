@@ -178,7 +178,19 @@ void Controller::PlanAndRun(std::vector<Completed> batch) {
   po.routed_search_evaluations = opt_.routed_search_evaluations;
   planner::DecideOptions decide;
   decide.switch_s = switch_s_;
-  decide.overlap_s = opt_.overlap_s;
+  // The compute a round hides behind: each request's own window (the
+  // compute its workers run before the all-to-all it plans), the
+  // controller's --overlap-ms for a request without one and for an
+  // unrequested plan; a round that serves several waits for the shortest.
+  decide.overlap_s = -1;
+  auto hide = [&](double window_s) {
+    decide.overlap_s = decide.overlap_s < 0 ? window_s : std::min(decide.overlap_s, window_s);
+  };
+  for (const auto& [r, a] : answers) {
+    hide(a.target.window_ms > 0 ? a.target.window_ms / 1e3 : opt_.overlap_s);
+  }
+  if (!newest.empty()) hide(opt_.overlap_s);
+  decide.overlap_s = std::max(0.0, decide.overlap_s);
   {
     // The protocol's measured time, the slowest of the regions being planned
     // (a round that spans them waits for all of their workers); none before

@@ -19,13 +19,16 @@ inline constexpr int kBackwardPass = 1;
 // the region predictor's forecast or, when `exact`, from the reported matrix
 // itself. `combine`: for the combine of (iteration, layer, pass) alone, from
 // its dispatch's observed matrix (exact); a separate plan from the one for
-// both.
+// both. `window_ms`: the compute between the request and the all-to-all it
+// plans, which hides a round (0: not known; answers are matched to their
+// requests without it, see PlanTracker).
 struct PlanTarget {
   int64_t iteration = 0;
   int layer = 0;
   int pass = kForwardPass;
   bool exact = false;
   bool combine = false;
+  double window_ms = 0;
   friend bool operator==(const PlanTarget&, const PlanTarget&) = default;
 };
 

@@ -411,6 +411,7 @@ class WorkerAgent::Impl {
       p->mutable_target()->set_pass(row.plan->pass == kBackwardPass ? v1::BACKWARD : v1::FORWARD);
       p->mutable_target()->set_combine(row.plan->combine);
       p->set_source(row.plan->exact ? v1::PlanRequest::THIS_MATRIX : v1::PlanRequest::PREDICTED);
+      p->set_window_ms(row.plan->window_ms);
     }
     for (const std::string& h : row.peer_hosts) r.add_peer_hosts(h);
     for (double b : row.bytes) r.add_bytes(b);

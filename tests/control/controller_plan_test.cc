@@ -12,8 +12,12 @@
 //   - a v2 controller sends the planned demand with COMMIT and DECISION(keep);
 //   - a combine's own plan (PlanKey.combine) comes from its dispatch's
 //     observed row, switches when that beats the installed circuits, and is
-//     answered under its own key.
+//     answered under its own key;
+//   - a request's window (the compute before its all-to-all) comes off a
+//     round's cost; a negative or infinite one is refused.
 // The test thread plus one watch reader thread per fake worker.
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/control/plan_tracker.h"
@@ -34,7 +38,7 @@ class ControllerPlanTest : public ::testing::Test {
     ASSERT_TRUE(sw.ok()) << sw.status();
     setup_.switches["ocs0"] = sw->address;
     switch_ = std::move(*sw);
-    setup_.spec_yaml = MakeSpecYaml({kR0}, {"ocs0"});
+    setup_.spec_yaml = MakeSpecYaml({kR0}, {"ocs0"}, 16, SwitchMs());
     setup_.state_dir = dir_.path() + "/ctl";
     setup_.listen = "unix:" + dir_.path() + "/ctl.sock";
     setup_.router = Router();
@@ -59,6 +63,7 @@ class ControllerPlanTest : public ::testing::Test {
   }
   virtual std::string Router() const { return "v1"; }
   virtual bool Relay() const { return false; }
+  virtual double SwitchMs() const { return 1; }  // the spec's switch_ms
   void TearDown() override {
     workers_.clear();
     if (server_) server_->Shutdown(absl::Seconds(1));
@@ -67,7 +72,7 @@ class ControllerPlanTest : public ::testing::Test {
   // Every worker reports its row of `pairs` for (iteration, layer, pass),
   // with the plan request `plan` when given.
   void Report(int64_t iteration, int layer, cv1::Pass pass, const Pairs& pairs,
-              const std::optional<cv1::PlanRequest>& plan) {
+              const std::optional<cv1::PlanRequest>& plan, double heavy = 1e8) {
     for (int i = 0; i < kR0.hosts; ++i) {
       grpc::ClientContext ctx;
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
@@ -81,7 +86,7 @@ class ControllerPlanTest : public ::testing::Test {
       r.set_direction(cv1::DISPATCH);
       r.set_pass(pass);
       for (const std::string& h : hosts_) r.add_peer_hosts(h);
-      for (double b : Row(kR0.hosts, i, pairs)) r.add_bytes(b);
+      for (double b : Row(kR0.hosts, i, pairs, heavy)) r.add_bytes(b);
       if (plan) *r.mutable_plan() = *plan;
       writer->Write(r);
       writer->WritesDone();
@@ -208,6 +213,57 @@ TEST_F(ControllerPlanTest, PlanRequestWithoutSourceIsRejected) {
   grpc::Status s = writer->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("without a source"));
+}
+
+// A request's window (PlanRequest.window_ms: the compute its workers run
+// before the all-to-all it plans) is what Decide takes off a round's cost;
+// a request without one is charged the controller's --overlap-ms (0 here).
+class ControllerPlanSlowSwitchTest : public ControllerPlanTest {
+ protected:
+  double SwitchMs() const override { return 50; }
+};
+
+TEST_F(ControllerPlanSlowSwitchTest, ARequestsWindowHidesItsRound) {
+  // Pairs 0-1 and 2-3 exchange 2e5 bytes, every other pair 1e5. With no
+  // circuits each host sends 4e5 bytes through its 0.1 Gbit/s EPS NIC
+  // (32 ms); with circuits 1-2, 3-4 it sends 2e5 (16 ms): the combine reuses
+  // the topology, so the gain is 2 x 16 = 32 ms, against a 50 ms switch and
+  // no protocol time yet (fewer than 3 rounds measured).
+  const Pairs pairs = {{0, 1}, {2, 3}};
+  Report(0, 1, cv1::BACKWARD, pairs, Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX), 2e5);
+  cv1::TopologyEvent d = ExpectAll(cv1::TopologyEvent::DECISION, 0);
+  EXPECT_FALSE(d.reconfigure()) << d.DebugString();
+  EXPECT_THAT(d.reason(), HasSubstr("gain 32.000 ms <= cost 50.000 ms (switching 50.000 + "
+                                    "protocol 0.000 - overlap 0.000)"));
+  // The same all-to-all with 40 ms of compute before it: the round costs 10.
+  cv1::PlanRequest windowed = Plan(1, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX);
+  windowed.set_window_ms(40);
+  Report(1, 1, cv1::BACKWARD, pairs, windowed, 2e5);
+  d = ExpectAll(cv1::TopologyEvent::DECISION, 2);
+  EXPECT_TRUE(d.reconfigure()) << d.DebugString();
+  EXPECT_EQ(d.plan().iteration(), 1);
+  cv1::TopologyEvent prep = ExpectAll(cv1::TopologyEvent::PREPARE, 2);
+  EXPECT_EQ(CircuitPairs(prep.topology()), (Pairs{{1, 2}, {3, 4}}));
+  ExpectAll(cv1::TopologyEvent::COMMIT, 2);
+}
+
+TEST_F(ControllerPlanTest, NegativeOrInfiniteWindowIsRejected) {
+  cv1::TrafficReport r;
+  r.set_worker_id("h0/w");
+  r.set_host("h0");
+  r.set_direction(cv1::DISPATCH);
+  for (const std::string& h : hosts_) r.add_peer_hosts(h);
+  for (int i = 0; i < kR0.hosts; ++i) r.add_bytes(1);
+  for (double w :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    *r.mutable_plan() = Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX);
+    r.mutable_plan()->set_window_ms(w);
+    grpc::Status s = ReportOne(r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << w;
+    EXPECT_THAT(s.error_message(), HasSubstr("window_ms")) << w;
+  }
+  r.mutable_plan()->set_window_ms(40);
+  EXPECT_TRUE(ReportOne(r).ok());
 }
 
 // A plan for a combine alone comes from its dispatch's observed row, never

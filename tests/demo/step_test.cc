@@ -115,6 +115,42 @@ TEST(DemoStep, ReplannedCombineHidesItsRoundBehindTheExpertCompute) {
   EXPECT_EQ(at_awaits, (std::vector<double>{20, 15, 20}));
 }
 
+TEST(DemoStep, EachPlanRequestCarriesItsOwnWindow) {
+  // Distinct compute times, so that each window names where it came from:
+  // attention 3, expert 5, head 7, expert backward 11, attention backward 13.
+  ComputeOptions c;
+  c.attention_fwd_ms = 3;
+  c.expert_fwd_ms = 5;
+  c.head_ms = 7;
+  c.expert_bwd_ms = 11;
+  c.attention_bwd_ms = 13;
+  std::vector<std::pair<std::string, double>> got;
+  for (const StepItem& s : IterationSteps(1, 3, 2, c, true)) {
+    if (s.kind != Kind::kReport) continue;
+    got.emplace_back(
+        absl::StrCat(s.layer, s.pass == control::kBackwardPass ? "b" : "f", s.transpose ? "c" : "d",
+                     "->", s.plan.layer, s.plan.pass == control::kBackwardPass ? "b" : "f",
+                     s.plan.combine ? "c" : ""),
+        s.plan.window_ms);
+  }
+  // Written out from the step's order (step.h): a combine's request waits
+  // out the expert compute, the next forward layer's the attention, the
+  // first backward layer's the head, the other backward layers' the
+  // attention backward, and the next iteration's first layer the attention
+  // backward of layer 0 and its own attention (13 + 3).
+  const std::vector<std::pair<std::string, double>> want = {{"0fd->0fc", 5}, {"0fc->1f", 3},
+                                                            {"1fd->1fc", 5}, {"1fc->1b", 7},
+                                                            {"0bd->0b", 13}, {"0bc->0f", 16}};
+  EXPECT_EQ(got, want);
+  // The last iteration asks for nothing after its last layer; without
+  // re-planned combines the dispatch's row carries the next request.
+  std::vector<double> windows;
+  for (const StepItem& s : IterationSteps(2, 3, 2, c, false)) {
+    if (s.kind == Kind::kReport) windows.push_back(s.plan.window_ms);
+  }
+  EXPECT_EQ(windows, (std::vector<double>{3, 7, 13}));
+}
+
 TEST(DemoStep, FirstAndLastIterations) {
   const std::vector<std::string> first = Names(0, 3, 2);
   // Nothing is known before the first dispatch: no wait there.

@@ -237,6 +237,7 @@ TEST(DemoRunConfig, JsonRoundTrip) {
   c.controller = "unix:/x/ctl.sock";
   c.results_dir = "/x/results";
   c.replan_combine = true;
+  c.plan_windows = false;  // not the default
   auto back = RunConfig::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ToJson(), c.ToJson());
