@@ -11,6 +11,7 @@
 #include "emulation/links.h"
 #include "ocs_driver/netns/nl_socket.h"
 #include "runtime/common/status.h"
+#include "runtime/common/tcp_counters.h"
 
 namespace mixnet::demo {
 namespace {
@@ -52,18 +53,8 @@ absl::StatusOr<std::map<std::string, ByteCounters>> ReadNicCounters(
 }
 
 absl::StatusOr<uint64_t> ReadTcpRetransmits() {
-  ASSIGN_OR_RETURN(std::string text, ReadAll("/proc/self/net/snmp"));
-  // Two "Tcp:" lines: the field names, then the values.
-  std::vector<absl::string_view> names, values;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::ConsumePrefix(&line, "Tcp:")) continue;
-    (names.empty() ? names : values) = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-  }
-  for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
-    uint64_t v = 0;
-    if (names[i] == "RetransSegs" && absl::SimpleAtoi(values[i], &v)) return v;
-  }
-  return absl::NotFoundError("/proc/self/net/snmp: no Tcp RetransSegs");
+  ASSIGN_OR_RETURN(const TcpCounters c, ReadTcpCounters());
+  return c.retrans_segs;
 }
 
 absl::StatusOr<CpuTimes> ReadCpuTimes() {

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "ocs_driver/netns/netns.h"
 #include "runtime/common/status.h"
+#include "runtime/common/tcp_counters.h"
 
 namespace mixnet::bench {
 
@@ -43,30 +44,11 @@ void Fill(std::vector<char>& v, uint32_t seed) {
   }
 }
 
-// TCP RetransSegs of the namespace the calling thread is in.
-absl::StatusOr<uint64_t> RetransSegs() {
-  std::ifstream in("/proc/thread-self/net/snmp");
-  if (!in) return absl::UnavailableError("cannot read /proc/thread-self/net/snmp");
-  std::string header, line;
-  while (std::getline(in, line)) {
-    if (!absl::StartsWith(line, "Tcp:")) continue;
-    if (header.empty()) {
-      header = line;
-      continue;
-    }
-    std::vector<std::string> names = absl::StrSplit(header, ' ');
-    std::vector<std::string> values = absl::StrSplit(line, ' ');
-    for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
-      if (names[i] == "RetransSegs") return std::stoull(values[i]);
-    }
-  }
-  return absl::NotFoundError("no Tcp RetransSegs in /proc/thread-self/net/snmp");
-}
-
 absl::StatusOr<uint64_t> HostRetransSegs(const std::string& ns) {
   uint64_t n = 0;
   RETURN_IF_ERROR(netns::RunInNamespace(ns, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(n, RetransSegs());
+    ASSIGN_OR_RETURN(const TcpCounters c, ReadTcpCounters());
+    n = c.retrans_segs;
     return absl::OkStatus();
   }));
   return n;

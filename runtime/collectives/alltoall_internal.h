@@ -17,11 +17,12 @@
 //   base + 192 + j        re-send of relay piece j over EPS path 0 (j < 8)
 //   base + 0x4000 + d     relay chunks origin -> relay for destination rank d
 //   base + 0x8000 + o     relay chunks relay -> destination from origin rank o
-// (relays need world size <= 0x4000). A piece is identified by (collective
-// tag base, pair, index) and always lands at the same offset of the receive
-// buffer, so a re-send of a piece that partly arrived over a dead circuit (or
-// through a relay) overwrites it with the same bytes: each piece is
-// delivered exactly once as far as the caller can tell.
+// (relays need world size <= 0x4000). Tags below 1 << 16 are the
+// communicator's own (1: a resumed direct link's probe, communicator_topology.cc). A piece is
+// identified by (collective tag base, pair, index) and always lands at the same offset of the
+// receive buffer, so a re-send of a piece that partly arrived over a dead circuit (or through a
+// relay) overwrites it with the same bytes: each piece is delivered exactly once as far as the
+// caller can tell.
 #pragma once
 
 #include <cstddef>

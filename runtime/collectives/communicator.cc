@@ -57,6 +57,12 @@ DirectLink::DirectLink(router::Path path, int peer, uint64_t id, uint64_t epoch,
 
 DirectLink::~DirectLink() { Kill(absl::CancelledError("direct link released")); }
 
+absl::Status DirectLink::SetSuspended(bool suspended) {
+  absl::MutexLock lock(&mu_);
+  if (connection_ == nullptr) return dead_;
+  return connection_->SetSuspended(suspended);
+}
+
 bool DirectLink::usable() const {
   absl::MutexLock lock(&mu_);
   return dead_.ok() && connection_ != nullptr && connection_->health().ok();
@@ -112,6 +118,7 @@ absl::StatusOr<CommunicatorOptions> CommunicatorOptions::FromSettings(int rank, 
   o.relay_chunk_bytes = static_cast<size_t>(s.relay_chunk_bytes);
   o.relay_buffer_bytes = static_cast<size_t>(s.relay_buffer_bytes);
   o.pull_chunk_bytes = static_cast<size_t>(std::max<int64_t>(0, s.pull_chunk_bytes));
+  o.suspended_paths = static_cast<size_t>(std::max<int64_t>(0, s.suspended_paths));
   o.progress_cpus = s.progress_cpus;
   o.timeout = absl::Milliseconds(s.timeout_ms);
   o.connect_timeout = absl::Milliseconds(s.connect_timeout_ms);
@@ -136,6 +143,10 @@ Communicator::~Communicator() {
     absl::MutexLock lock(&topo_mu_);
     links.swap(links_);
     transfer_links_.clear();
+    DirectLinks suspended;
+    for (auto& [key, s] : suspended_) suspended.push_back(std::move(s.link));
+    suspended_.clear();
+    links.push_back(std::move(suspended));
   }
   links.clear();  // connections before their devices
   peers_.clear();
@@ -186,6 +197,7 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   relay_chunk_bytes_ = o.relay_chunk_bytes;
   route_function_ = o.route_function;
   relay_buffer_bytes_ = o.relay_buffer_bytes;
+  suspended_paths_ = o.suspended_paths;
   if (o.pull_chunk_bytes != 0 && (o.pull_chunk_bytes < 4096 || o.pull_chunk_bytes > (1u << 30))) {
     return absl::InvalidArgumentError(absl::StrCat("communicator: pull chunk ", o.pull_chunk_bytes,
                                                    " bytes must be 0 (off) or in [4096, 2^30]"));
@@ -470,6 +482,10 @@ void Communicator::Abort(const absl::Status& status) {
     // since it offered them: its receives (a relay's forwards) may still be
     // posted there, into buffers the call frees when it returns.
     links.push_back(transfer_links_);
+    DirectLinks suspended;
+    for (auto& [key, s] : suspended_) suspended.push_back(std::move(s.link));
+    suspended_.clear();
+    links.push_back(std::move(suspended));
   }
   for (auto& per_peer : links) {
     for (auto& l : per_peer) l->Kill(status);

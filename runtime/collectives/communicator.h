@@ -9,8 +9,10 @@
 //    regions): their paths are the route table's, fixed for the communicator's
 //    life; every failure is fatal.
 //  - dynamic pairs (hosts that circuits may join): fixed EPS paths, plus a set
-//    of DirectLinks (one per circuit, made at the epoch it appeared) that
-//    follows the topology (Prepare/Commit/Abort, topology_follower.h). A direct
+//    of DirectLinks (one per circuit, made the first time it appeared) that
+//    follows the topology (Prepare/Commit/Abort, topology_follower.h). A link
+//    whose circuit leaves is suspended, not closed, and resumed when the
+//    circuit comes back (no connection made or closed per round). A direct
 //    link that fails is dropped (its bytes go over EPS, see alltoall.h); it
 //    never aborts the communicator.
 //
@@ -76,6 +78,10 @@ struct CommunicatorOptions {
   // of a dynamic pair's paths for; 0 (the default): each path carries its
   // planned share whole. MIXNET_PULL_CHUNK_BYTES.
   size_t pull_chunk_bytes = 0;
+  // Direct links kept open, suspended, while their circuits are out of the
+  // topology (see Communicator::Commit); the least recently suspended beyond
+  // this many are closed. 0: close them at once. MIXNET_SUSPENDED_PATHS.
+  size_t suspended_paths = 256;
   transport::DeviceOptions device_options;  // ifname/bind_address are set per NIC
   // CPUs for the devices' progress threads: "auto" (the process's allowed
   // CPUs), a list ("0,2,8-11") or "none" (left to the scheduler). Device k
@@ -126,6 +132,9 @@ class DirectLink {
   uint64_t epoch() const { return epoch_; }
   // Not dead, and its connection reports no error.
   bool usable() const;
+  // Suspends (the circuit goes dark on purpose) or resumes the connection's
+  // idle-path probing (transport::Connection::SetSuspended).
+  absl::Status SetSuspended(bool suspended);
   // Marks the link dead and destroys its connection (which waits for the
   // transport's progress thread), so nothing more lands in user buffers;
   // requests still pending on it fail. Idempotent.
@@ -237,6 +246,16 @@ class Communicator : public router::TopologyFollower {
   bool TestOnlyKillDirectLink(int peer);
   // Installed direct links to `peer` (alive or not), for tests and tools.
   DirectLinks InstalledDirect(int peer);
+  // Direct links kept suspended (their circuits out of the topology).
+  size_t suspended_direct() const;
+  // Direct links connected (at creation and by Commits), resumed by a Commit
+  // whose topology has their circuit again, and closed by a Commit (found
+  // dead when their circuit left, evicted beyond suspended_paths, or not
+  // answering their resume probe), over this communicator's life. A
+  // topology seen before connects nothing.
+  uint64_t direct_links_connected() const { return direct_connected_.load(); }
+  uint64_t direct_links_resumed() const { return direct_resumed_.load(); }
+  uint64_t direct_links_closed() const { return direct_closed_.load(); }
   // Counters (any thread): bytes this rank sent over direct links, and pieces
   // it re-sent over EPS because a direct path lost them.
   uint64_t direct_bytes_sent() const { return direct_bytes_sent_.load(); }
@@ -295,7 +314,16 @@ class Communicator : public router::TopologyFollower {
   // error is returned. `made` gets one list per peer.
   absl::Status ConnectDirect(const router::RouteTable& table, uint64_t epoch,
                              const std::set<std::string>& skip, std::vector<DirectLinks>* made,
-                             absl::Time deadline);
+                             absl::Time deadline,
+                             const std::set<std::pair<int, std::string>>& skip_peer = {});
+  // Commit: takes the suspended links to circuits of `table` not in `have`
+  // out of the suspended set and resumes those that answer a probe (one
+  // byte each way on the link, both ends at once, by `deadline`); kills the
+  // others. Returns the resumed ones per peer.
+  std::vector<DirectLinks> ResumeDirect(const router::RouteTable& table,
+                                        const std::set<std::string>& have, absl::Time deadline);
+  // Closes the least recently suspended links beyond suspended_paths_.
+  void EvictSuspendedLocked(DirectLinks* closing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(topo_mu_);
   // Pins the devices' progress threads (see CommunicatorOptions::progress_cpus).
   absl::Status PlaceProgressThreads(const std::string& policy);
   // Devices in placement order: the intra-host device, then NIC devices.
@@ -316,6 +344,7 @@ class Communicator : public router::TopologyFollower {
   planner::RoutingFunction route_function_;
   size_t relay_buffer_bytes_ = 16 << 20;
   size_t pull_chunk_bytes_ = 0;
+  size_t suspended_paths_ = 256;
   cluster::ClusterSpec spec_;
   std::string host_;
   std::vector<std::string> hosts_;
@@ -360,6 +389,17 @@ class Communicator : public router::TopologyFollower {
   bool restricted_ ABSL_GUARDED_BY(topo_mu_) = false;
   uint64_t restrict_epoch_ ABSL_GUARDED_BY(topo_mu_) = 0;
   std::set<std::string> allowed_ ABSL_GUARDED_BY(topo_mu_);
+  // Links whose circuits left the topology, kept open and suspended, by
+  // (peer rank, CircuitKey), with the order they were suspended in.
+  struct SuspendedLink {
+    std::shared_ptr<DirectLink> link;
+    uint64_t seq = 0;
+  };
+  std::map<std::pair<int, std::string>, SuspendedLink> suspended_ ABSL_GUARDED_BY(topo_mu_);
+  uint64_t suspend_seq_ ABSL_GUARDED_BY(topo_mu_) = 0;
+  std::atomic<uint64_t> direct_connected_{0};
+  std::atomic<uint64_t> direct_resumed_{0};
+  std::atomic<uint64_t> direct_closed_{0};
   bool transfer_active_ ABSL_GUARDED_BY(topo_mu_) = false;
   DirectLinks transfer_links_ ABSL_GUARDED_BY(topo_mu_);
   std::atomic<bool> links_dirty_{false};

@@ -21,6 +21,11 @@
 namespace mixnet::collectives {
 namespace {
 
+// A resumed direct link's probe: one byte each way. Collective calls use tag
+// bases from 1 << 16 up (NextCollectiveTag), so tags below are the
+// communicator's own.
+constexpr uint64_t kTagResumeProbe = 1;
+
 // FNV-1a 64 of `text`, top bit set so it never equals a fixed-path id.
 uint64_t DirectLinkId(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -50,14 +55,17 @@ std::set<std::string> Communicator::DirectKeys(const router::RouteTable& table) 
 
 absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64_t epoch,
                                          const std::set<std::string>& skip,
-                                         std::vector<DirectLinks>* made, absl::Time deadline) {
+                                         std::vector<DirectLinks>* made, absl::Time deadline,
+                                         const std::set<std::pair<int, std::string>>& skip_peer) {
   made->assign(world_size_, {});
   absl::Mutex first_mu;
   absl::Status first;
   auto connect_peer = [&](int peer, bool initiator) {
     if (!dynamic_[peer]) return;
     for (const router::Path& p : table.PathsTo(hosts_[peer])) {
-      if (p.kind != router::PathKind::kOcs || skip.count(CircuitKey(p, hosts_[peer]))) continue;
+      if (p.kind != router::PathKind::kOcs) continue;
+      const std::string key = CircuitKey(p, hosts_[peer]);
+      if (skip.count(key) || skip_peer.count({peer, key})) continue;
       const int lo = std::min(rank_, peer), hi = std::max(rank_, peer);
       const std::string& lo_nic = rank_ == lo ? p.local_nic : p.remote_nic;
       const std::string& hi_nic = rank_ == lo ? p.remote_nic : p.local_nic;
@@ -86,6 +94,7 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
                      absl::FormatDuration(absl::Now() - t0));
         }
         if (conn.ok()) {
+          direct_connected_.fetch_add(1);
           (*made)[peer].push_back(
               std::make_shared<DirectLink>(p, peer, id, epoch, *std::move(conn)));
         } else {
@@ -232,6 +241,13 @@ absl::Status Communicator::Prepare(const router::Topology& target, absl::Time de
         absl::StrCat("rank ", rank_, " (host ", host_, "): prepare epoch ", target.epoch,
                      ": a collective using a changing direct path is still running"));
   }
+  // The leaving circuits go dark while the switch applies: their links stop
+  // probing the path (no keepalive verdict in the dark window), and stay open.
+  for (const DirectLinks& per_peer : links_) {
+    for (const auto& l : per_peer) {
+      if (!Allowed(*l)) (void)l->SetSuspended(true);  // a dead link is reaped later
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -247,8 +263,16 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
     absl::MutexLock lock(&topo_mu_);
     have = installed_keys_;
   }
+  // Circuits seen before: their suspended links resume; only the others
+  // are connected.
+  std::vector<DirectLinks> resumed = ResumeDirect(*table, have, deadline);
+  std::set<std::pair<int, std::string>> resumed_keys;
+  for (int peer = 0; peer < world_size_; ++peer) {
+    for (const auto& l : resumed[peer])
+      resumed_keys.insert({peer, CircuitKey(l->path(), hosts_[peer])});
+  }
   std::vector<DirectLinks> made;
-  absl::Status st = ConnectDirect(*table, target.epoch, have, &made, deadline);
+  absl::Status st = ConnectDirect(*table, target.epoch, have, &made, deadline, resumed_keys);
   DirectLinks dropped;
   {
     absl::MutexLock lock(&topo_mu_);
@@ -257,16 +281,34 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
       DirectLinks keep;
       for (auto& l : links_[peer]) {
         if (keys.count(CircuitKey(l->path(), hosts_[peer]))) {
+          (void)l->SetSuspended(false);  // a Prepare for another target may have
           keep.push_back(std::move(l));
         } else {
           dropped.push_back(std::move(l));
         }
       }
       for (auto& l : made[peer]) keep.push_back(std::move(l));
+      for (auto& l : resumed[peer]) keep.push_back(std::move(l));
       std::sort(keep.begin(), keep.end(),
                 [](const auto& a, const auto& b) { return a->id() < b->id(); });
       links_[peer] = std::move(keep);
     }
+    // Links whose circuits left: kept open and suspended while they are
+    // alive and the cap allows; the others close below.
+    DirectLinks closing;
+    for (auto& l : dropped) {
+      const int peer = l->peer();
+      if (suspended_paths_ == 0 || !l->usable() || !l->SetSuspended(true).ok()) {
+        closing.push_back(std::move(l));
+        continue;
+      }
+      SuspendedLink& slot = suspended_[{peer, CircuitKey(l->path(), hosts_[peer])}];
+      if (slot.link != nullptr) closing.push_back(std::move(slot.link));
+      slot = SuspendedLink{std::move(l), ++suspend_seq_};
+    }
+    EvictSuspendedLocked(&closing);
+    direct_closed_.fetch_add(closing.size());
+    dropped = std::move(closing);
     installed_keys_ = keys;
     installed_epoch_ = target.epoch;
     installed_topology_ = target;
@@ -292,9 +334,100 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
 void Communicator::Abort(uint64_t epoch) {
   absl::MutexLock lock(&topo_mu_);
   if (restricted_ && restrict_epoch_ == epoch) {
+    // The installed circuits stay: the links Prepare suspended resume.
+    for (const DirectLinks& per_peer : links_) {
+      for (const auto& l : per_peer) {
+        if (!Allowed(*l)) (void)l->SetSuspended(false);
+      }
+    }
     restricted_ = false;
     allowed_.clear();
   }
+}
+
+std::vector<DirectLinks> Communicator::ResumeDirect(const router::RouteTable& table,
+                                                    const std::set<std::string>& have,
+                                                    absl::Time deadline) {
+  std::vector<DirectLinks> out(world_size_);
+  DirectLinks candidates, dead;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    for (int peer = 0; peer < world_size_; ++peer) {
+      if (!dynamic_[peer]) continue;
+      for (const router::Path& p : table.PathsTo(hosts_[peer])) {
+        if (p.kind != router::PathKind::kOcs) continue;
+        const std::string key = CircuitKey(p, hosts_[peer]);
+        if (have.count(key)) continue;
+        auto it = suspended_.find({peer, key});
+        if (it == suspended_.end()) continue;
+        (it->second.link->usable() ? candidates : dead).push_back(std::move(it->second.link));
+        suspended_.erase(it);
+      }
+    }
+  }
+  // Both ends probe at once: each sends one byte and waits for the other's,
+  // so a link that one end lost while dark (or whose peer did not keep it)
+  // is re-made by both rather than resumed by one.
+  struct Probe {
+    std::shared_ptr<DirectLink> link;
+    uint8_t out = 1, in = 0;
+    std::unique_ptr<transport::Request> send, recv;
+    absl::Status status;
+  };
+  std::vector<Probe> probes(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Probe& pr = probes[i];
+    pr.link = std::move(candidates[i]);
+    pr.status = pr.link->SetSuspended(false);
+    if (!pr.status.ok()) continue;
+    absl::StatusOr<std::unique_ptr<transport::Request>> r =
+        pr.link->Irecv(&pr.in, 1, kTagResumeProbe);
+    if (r.ok()) pr.recv = *std::move(r);
+    absl::StatusOr<std::unique_ptr<transport::Request>> s =
+        pr.link->Isend(&pr.out, 1, kTagResumeProbe);
+    if (s.ok()) pr.send = *std::move(s);
+    pr.status = !r.ok() ? r.status() : s.status();
+  }
+  const absl::Time until = std::min(deadline, absl::Now() + connect_timeout_);
+  for (Probe& pr : probes) {
+    if (pr.status.ok())
+      pr.status = pr.recv->Wait(std::max(absl::ZeroDuration(), until - absl::Now()));
+    if (pr.status.ok())
+      pr.status = pr.send->Wait(std::max(absl::ZeroDuration(), until - absl::Now()));
+    const int peer = pr.link->peer();
+    if (pr.status.ok()) {
+      direct_resumed_.fetch_add(1);
+      out[peer].push_back(std::move(pr.link));
+      continue;
+    }
+    log::Warn("rank {}: direct link to {} via circuit {}->{} not resumed (re-made): {}", rank_,
+              PeerName(peer), pr.link->path().local_nic, pr.link->path().remote_nic,
+              pr.status.ToString());
+    pr.send.reset();
+    pr.recv.reset();
+    dead.push_back(std::move(pr.link));
+  }
+  for (auto& l : dead) {
+    l->Kill(absl::UnavailableError("direct link not resumed"));
+    direct_closed_.fetch_add(1);
+  }
+  return out;
+}
+
+void Communicator::EvictSuspendedLocked(DirectLinks* closing) {
+  while (suspended_.size() > suspended_paths_) {
+    auto oldest = suspended_.begin();
+    for (auto it = suspended_.begin(); it != suspended_.end(); ++it) {
+      if (it->second.seq < oldest->second.seq) oldest = it;
+    }
+    closing->push_back(std::move(oldest->second.link));
+    suspended_.erase(oldest);
+  }
+}
+
+size_t Communicator::suspended_direct() const {
+  absl::MutexLock lock(&topo_mu_);
+  return suspended_.size();
 }
 
 absl::Status Communicator::SetRouting(const router::RoutingPlan& plan) {

@@ -74,6 +74,10 @@ absl::StatusOr<Settings> Settings::FromEnv(
     return absl::InvalidArgumentError(
         "MIXNET_RELAY_BUFFER_BYTES must be at least MIXNET_RELAY_CHUNK_BYTES");
   }
+  if (s.suspended_paths < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_SUSPENDED_PATHS=", s.suspended_paths, " must be >= 0"));
+  }
   if (s.eager_bytes < 0 || s.local_eager_bytes < 0) {
     return absl::InvalidArgumentError(
         "MIXNET_EAGER_BYTES and MIXNET_LOCAL_EAGER_BYTES must be >= 0");

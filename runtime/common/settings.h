@@ -49,6 +49,10 @@ namespace mixnet {
   X(int64_t, relay_buffer_bytes, "MIXNET_RELAY_BUFFER_BYTES", 16 << 20,                          \
     "router v2 relays: the most a rank holds for forwarding in one collective (at least one "    \
     "chunk per stream it forwards); the origin waits when it is full")                           \
+  X(int64_t, suspended_paths, "MIXNET_SUSPENDED_PATHS", 256,                                     \
+    "collectives: direct (circuit) connections a rank keeps open, suspended, while their "       \
+    "circuits are out of the topology, so a circuit that comes back reuses its connection; the " \
+    "least recently suspended beyond this many are closed; 0: close at once")                    \
   X(int64_t, pull_chunk_bytes, "MIXNET_PULL_CHUNK_BYTES", 0,                                     \
     "collectives: a receiver balances a peer's bytes over the pair's paths itself, asking "      \
     "each path for pieces of this size (e.g. 131072) as earlier ones arrive and moving the "     \

@@ -72,6 +72,18 @@ class Connection {
   virtual std::string peer_name() const = 0;
   // OK while healthy; the error that broke the connection otherwise.
   virtual absl::Status health() const = 0;
+  // A connection whose path goes dark on purpose (a circuit leaving the
+  // topology in a planned round) is suspended while no request is pending on
+  // it: the transport stops probing the idle path (TCP: keepalive off), so
+  // the dark time is not taken for a failure, and nothing is closed; resuming
+  // (the circuit is back) restores the probing. Requests may be posted while
+  // suspended (the caller's business). Transports that never probe an idle
+  // connection (verbs RC: a queue pair without traffic sends nothing) need
+  // no action. Errors name the peer and the syscall.
+  virtual absl::Status SetSuspended(bool suspended) {
+    (void)suspended;
+    return absl::OkStatus();
+  }
   // Registers [buf, buf + len) with this connection's device until the
   // returned object is destroyed, so that sends and receives inside the range
   // register nothing themselves (verbs: one ibv_reg_mr for its adapter, kept

@@ -5,7 +5,8 @@
 // rounds with skew between ranks, (b) a direct path killed mid-collective
 // (the collective completes over EPS, every byte checked, next call works),
 // (c) Prepare's deadline while a collective is stuck, (d) Abort closing a
-// direct link a collective holds after a Commit dropped it.
+// direct link a collective holds after a Commit dropped it, (e) links whose
+// circuits left kept suspended and resumed when their circuits come back.
 #include <atomic>
 #include <barrier>
 #include <cstring>
@@ -264,6 +265,84 @@ TEST(Reconfig, AbortClosesALinkACommitDroppedWhileACollectiveHoldsIt) {
       });
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
 }
+
+// (e) Paths outlive rounds: four hosts alternate between two circuit sets,
+// h0-h1 + h2-h3 and h0-h2 + h1-h3 (ports 1-3, 5-7 and 1-5, 3-7 of s0's ocs0
+// NICs), starting from the spec's h0-h1 alone. A link whose circuit leaves is
+// suspended and resumed when the circuit comes back, so after each pairing
+// was seen once no connection is made or closed; every call verifies and
+// the resumed links carry bytes. With MIXNET_SUSPENDED_PATHS 0 each round
+// makes its circuits' links anew and closes the old ones. Expected counts
+// worked by hand from the sequence (rounds 1..8: B, A, B, A, ...):
+//   h0: h1's link at creation; round 1 makes h2's; rounds 2..8 resume one.
+//   h2: round 1 makes h0's, round 2 h3's; rounds 3..8 resume one.
+// Without suspension every round makes one link per rank (h0 and h1 also
+// one at creation) and closes the one it replaces (h2, h3: not in round 1).
+class ReconfigPersistentPaths : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(ReconfigPersistentPaths, ACircuitThatComesBackReusesItsLink) {
+  constexpr int kWorld = 4;
+  constexpr int kRounds = 8;
+  const size_t cap = GetParam();
+  const std::vector<cluster::CircuitSpec> a = {C(1, 3), C(5, 7)};  // h0-h1, h2-h3
+  const std::vector<cluster::CircuitSpec> b = {C(1, 5), C(3, 7)};  // h0-h2, h1-h3
+  const std::string spec = Spec(kWorld, "  - {switch: s0, ports: [1, 3]}\n");
+  std::barrier sync(kWorld);
+  struct Counts {
+    uint64_t connected = 0, resumed = 0, closed = 0, direct_growth_rounds = 0;
+    size_t suspended = 0;
+  };
+  std::vector<Counts> counts(kWorld);
+  auto statuses =
+      RunRanks(kWorld, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
+        ASSIGN_OR_RETURN(auto comm,
+                         testing::MakeLoOcsComm(rank, world, store, spec, "v2",
+                                                [cap](collectives::CommunicatorOptions& o) {
+                                                  o.suspended_paths = cap;
+                                                }));
+        RETURN_IF_ERROR(CheckedAlltoallv(*comm, 0, 300000));
+        for (int r = 1; r <= kRounds; ++r) {
+          router::Topology target{static_cast<uint64_t>(r), r % 2 == 1 ? b : a};
+          RETURN_IF_ERROR(comm->Prepare(target, absl::Now() + absl::Seconds(5)));
+          sync.arrive_and_wait();
+          RETURN_IF_ERROR(comm->Commit(target, absl::Now() + absl::Seconds(10)));
+          sync.arrive_and_wait();
+          const uint64_t before = comm->direct_bytes_sent();
+          RETURN_IF_ERROR(CheckedAlltoallv(*comm, r, 300000));
+          if (comm->direct_bytes_sent() > before) counts[rank].direct_growth_rounds++;
+        }
+        counts[rank].connected = comm->direct_links_connected();
+        counts[rank].resumed = comm->direct_links_resumed();
+        counts[rank].closed = comm->direct_links_closed();
+        counts[rank].suspended = comm->suspended_direct();
+        return Barrier(*comm);
+      });
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+    // Every round's calls used direct links (resumed ones included).
+    EXPECT_EQ(counts[r].direct_growth_rounds, static_cast<uint64_t>(kRounds)) << "rank " << r;
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    const bool h01 = r < 2;
+    if (cap > 0) {
+      EXPECT_EQ(counts[r].connected, 2u) << "rank " << r;
+      EXPECT_EQ(counts[r].resumed, h01 ? 7u : 6u) << "rank " << r;
+      EXPECT_EQ(counts[r].closed, 0u) << "rank " << r;
+      EXPECT_EQ(counts[r].suspended, 1u) << "rank " << r;
+    } else {
+      EXPECT_EQ(counts[r].connected, h01 ? 9u : 8u) << "rank " << r;
+      EXPECT_EQ(counts[r].resumed, 0u) << "rank " << r;
+      EXPECT_EQ(counts[r].closed, h01 ? 8u : 7u) << "rank " << r;
+      EXPECT_EQ(counts[r].suspended, 0u) << "rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cap, ReconfigPersistentPaths, ::testing::Values(256, 0),
+                         [](const ::testing::TestParamInfo<size_t>& i) {
+                           return i.param == 0 ? std::string("CloseAtOnce")
+                                               : std::string("Suspend");
+                         });
 
 }  // namespace
 }  // namespace mixnet::collectives

@@ -4,7 +4,11 @@
 // like the controller: Prepare on every rank -> ApplyCircuits -> Commit on
 // every rank, alternating between two circuit sets. Every byte verifies, and
 // the NIC counters show traffic on the circuits each round brought (h2.ocs1
-// is dark in one set and lit in the other).
+// is dark in one set and lit in the other). Paths outlive rounds: once
+// both sets were installed (round 2), the remaining 18 rounds open and
+// reset no TCP connection in any host's namespace (the kernel's counters),
+// the communicators connect and close no direct link (they resume the
+// suspended ones), and every call verifies.
 //
 // Threads: the test thread drives the rounds through a board; each rank has
 // its own agent thread (in the rank's namespace, as Commit dials sockets)
@@ -17,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "runtime/collectives/alltoall.h"
 #include "runtime/collectives/sync.h"
+#include "runtime/common/tcp_counters.h"
 #include "tests/collectives/checked_alltoallv.h"
 #include "tests/emulation/dataplane_fabric.h"
 
@@ -81,7 +86,8 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
   ASSERT_NO_FATAL_FAILURE(Up("rcfg"));
   if (IsSkipped()) return;
   constexpr int kWorld = 4;
-  constexpr int kRounds = 4;
+  constexpr int kRounds = 20;
+  constexpr int kSetUpRounds = 2;  // each circuit set installed once
   const std::vector<cluster::CircuitSpec> initial = spec_.circuits;  // h0-h1 x2, h2-h3
   const std::vector<cluster::CircuitSpec> moved = {
       {"ocs0", 1, 5}, {"ocs0", 2, 6}, {"ocs0", 3, 7}};  // h0-h2 x2 (h2.ocs1 lit), h1-h3
@@ -91,6 +97,26 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
   std::vector<uint64_t> calls(kWorld, 0);
   absl::Status driver_status;
   std::vector<std::string> report;
+  // The hosts' TCP counters, summed, after the set-up rounds and at the end.
+  auto host_counters = [&]() -> absl::StatusOr<TcpCounters> {
+    TcpCounters sum;
+    for (int h = 0; h < kWorld; ++h) {
+      RETURN_IF_ERROR(netns::RunInNamespace(
+          fabric_->HostNamespace(absl::StrCat("h", h)), [&]() -> absl::Status {
+            ASSIGN_OR_RETURN(const TcpCounters c, ReadTcpCounters());
+            sum.active_opens += c.active_opens;
+            sum.passive_opens += c.passive_opens;
+            sum.estab_resets += c.estab_resets;
+            sum.retrans_segs += c.retrans_segs;
+            return absl::OkStatus();
+          }));
+    }
+    return sum;
+  };
+  TcpCounters after_set_up, at_end;
+  std::vector<uint64_t> links_after_set_up(kWorld), connected(kWorld), closed(kWorld),
+      resumed(kWorld);
+  std::vector<collectives::Communicator*> comms(kWorld, nullptr);
   std::thread driver([&] {
     while (ready.load() < kWorld) absl::SleepFor(absl::Milliseconds(10));
     auto run = [&]() -> absl::Status {
@@ -100,13 +126,19 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
         RETURN_IF_ERROR(board.Run(Board::kPrepare, target, kWorld, absl::Seconds(30)));
         RETURN_IF_ERROR(fabric_->ApplyCircuits(target.circuits));
         RETURN_IF_ERROR(board.Run(Board::kCommit, target, kWorld, absl::Seconds(30)));
+        if (r == kSetUpRounds) {
+          ASSIGN_OR_RETURN(after_set_up, host_counters());
+          for (int k = 0; k < kWorld; ++k) {
+            links_after_set_up[k] = comms[k]->direct_links_connected();
+          }
+        }
         // Let the alltoalls run on the new circuits and watch h2.ocs1.
         ASSIGN_OR_RETURN(uint64_t before, TxBytes("h2", "ocs1"));
-        absl::SleepFor(absl::Seconds(2));
+        absl::SleepFor(absl::Milliseconds(1500));
         ASSIGN_OR_RETURN(uint64_t after, TxBytes("h2", "ocs1"));
         const uint64_t delta = after - before;
         report.push_back(absl::StrCat("round ", r, " (", is_moved ? "moved" : "initial",
-                                      "): h2.ocs1 sent ", delta, " bytes in 2 s"));
+                                      "): h2.ocs1 sent ", delta, " bytes in 1.5 s"));
         if (is_moved && delta < (1u << 20)) {
           return absl::InternalError(absl::StrCat(report.back(), ": its new circuit is unused"));
         }
@@ -114,6 +146,7 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
           return absl::InternalError(absl::StrCat(report.back(), ": but it has no circuit"));
         }
       }
+      ASSIGN_OR_RETURN(at_end, host_counters());
       return absl::OkStatus();
     };
     driver_status = run();
@@ -123,6 +156,7 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
   auto statuses =
       RunRanks(kWorld, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
         ASSIGN_OR_RETURN(auto comm, Join(rank, world, store));
+        comms[rank] = comm.get();
         std::thread agent([&] { board.Serve(rank, *comm); });  // inherits the namespace
         ready++;
         absl::Status s;
@@ -144,7 +178,11 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
         if (comm->installed_epoch() != kRounds) {
           return absl::InternalError(absl::StrCat("installed epoch ", comm->installed_epoch()));
         }
-        return CheckedAlltoallv(*comm, iter + 1, 64 << 10);
+        RETURN_IF_ERROR(CheckedAlltoallv(*comm, iter + 1, 64 << 10));
+        connected[rank] = comm->direct_links_connected();
+        closed[rank] = comm->direct_links_closed();
+        resumed[rank] = comm->direct_links_resumed();
+        return collectives::Barrier(*comm);  // no rank closes while others count
       });
   driver.join();
   EXPECT_TRUE(driver_status.ok()) << driver_status;
@@ -152,6 +190,20 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
   for (const std::string& line : report) std::cout << line << "\n";
   std::cout << "alltoallv calls per rank: " << calls[0] << "\n";
+  ASSERT_TRUE(driver_status.ok());
+  std::cout << "after round " << kSetUpRounds << " -> end: TCP opens " << after_set_up.opens()
+            << " -> " << at_end.opens() << ", resets " << after_set_up.estab_resets << " -> "
+            << at_end.estab_resets << ", retransmits " << after_set_up.retrans_segs << " -> "
+            << at_end.retrans_segs << "\n";
+  EXPECT_EQ(at_end.opens(), after_set_up.opens()) << "connections opened after set-up";
+  EXPECT_EQ(at_end.estab_resets, after_set_up.estab_resets) << "connections reset after set-up";
+  for (int r = 0; r < kWorld; ++r) {
+    std::cout << "rank " << r << ": direct links connected " << connected[r] << ", resumed "
+              << resumed[r] << ", closed " << closed[r] << "\n";
+    EXPECT_EQ(connected[r], links_after_set_up[r]) << "rank " << r;
+    EXPECT_EQ(closed[r], 0u) << "rank " << r;
+    EXPECT_GE(resumed[r], static_cast<uint64_t>(kRounds - kSetUpRounds)) << "rank " << r;
+  }
 }
 
 }  // namespace

@@ -146,6 +146,18 @@ absl::Status TcpConnection::health() const {
   return failed_;
 }
 
+absl::Status TcpConnection::SetSuspended(bool suspended) {
+  if (device_->local()) return absl::OkStatus();  // unix sockets: no keepalive
+  const int on = suspended ? 0 : 1;
+  for (const auto& s : sockets_) {
+    if (setsockopt(s->fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0) {
+      return ErrnoStatus(SocketName(s.get()),
+                         suspended ? "setsockopt(SO_KEEPALIVE, 0)" : "setsockopt(SO_KEEPALIVE, 1)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 uint64_t TcpConnection::pulled_messages() const {
   absl::MutexLock lock(&mu_);
   return pulled_;

@@ -113,6 +113,9 @@ class TcpConnection : public Connection {
   absl::StatusOr<std::unique_ptr<Request>> Irecv(void* buf, size_t len, uint64_t tag) override;
   std::string peer_name() const override { return peer_name_; }
   absl::Status health() const override;
+  // Keepalive off while suspended (every socket of the connection), on again
+  // when resumed; the local transport has no keepalive to turn off.
+  absl::Status SetSuspended(bool suspended) override;
   // Local transport: messages received by pulling from the sender's memory.
   uint64_t pulled_messages() const;
 
