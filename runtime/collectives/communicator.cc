@@ -63,6 +63,11 @@ absl::Status DirectLink::SetSuspended(bool suspended) {
   return connection_->SetSuspended(suspended);
 }
 
+size_t DirectLink::UnacknowledgedBytes() const {
+  absl::MutexLock lock(&mu_);
+  return connection_ == nullptr ? 0 : connection_->UnacknowledgedBytes();
+}
+
 bool DirectLink::usable() const {
   absl::MutexLock lock(&mu_);
   return dead_.ok() && connection_ != nullptr && connection_->health().ok();

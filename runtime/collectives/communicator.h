@@ -135,6 +135,8 @@ class DirectLink {
   // Suspends (the circuit goes dark on purpose) or resumes the connection's
   // idle-path probing (transport::Connection::SetSuspended).
   absl::Status SetSuspended(bool suspended);
+  // Bytes sent and not yet acknowledged by the peer (0 when dead).
+  size_t UnacknowledgedBytes() const;
   // Marks the link dead and destroys its connection (which waits for the
   // transport's progress thread), so nothing more lands in user buffers;
   // requests still pending on it fail. Idempotent.

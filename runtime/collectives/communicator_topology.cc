@@ -26,6 +26,11 @@ namespace {
 // communicator's own.
 constexpr uint64_t kTagResumeProbe = 1;
 
+// How long a Prepare waits for the leaving links' last bytes to be
+// acknowledged (the peer's delayed ACK, at most 40 ms on Linux, is flushed
+// by its own Prepare).
+constexpr absl::Duration kQuiesceBound = absl::Milliseconds(100);
+
 // FNV-1a 64 of `text`, top bit set so it never equals a fixed-path id.
 uint64_t DirectLinkId(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -225,28 +230,54 @@ absl::Status Communicator::Prepare(const router::Topology& target, absl::Time de
     return Annotate(table.status(), absl::StrCat("rank ", rank_, ": prepare epoch ", target.epoch));
   }
   std::set<std::string> keys = DirectKeys(*table);
-  absl::MutexLock lock(&topo_mu_);
-  restricted_ = true;
-  restrict_epoch_ = target.epoch;
-  allowed_ = std::move(keys);
-  auto drained = [this]() ABSL_SHARED_LOCKS_REQUIRED(topo_mu_) {
-    if (!transfer_active_) return true;
-    for (const auto& l : transfer_links_) {
-      if (!Allowed(*l)) return false;
+  DirectLinks leaving;
+  {
+    absl::MutexLock lock(&topo_mu_);
+    restricted_ = true;
+    restrict_epoch_ = target.epoch;
+    allowed_ = std::move(keys);
+    auto drained = [this]() ABSL_SHARED_LOCKS_REQUIRED(topo_mu_) {
+      if (!transfer_active_) return true;
+      for (const auto& l : transfer_links_) {
+        if (!Allowed(*l)) return false;
+      }
+      return true;
+    };
+    if (!topo_mu_.AwaitWithDeadline(absl::Condition(&drained), deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank_, " (host ", host_, "): prepare epoch ", target.epoch,
+                       ": a collective using a changing direct path is still running"));
     }
-    return true;
-  };
-  if (!topo_mu_.AwaitWithDeadline(absl::Condition(&drained), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("rank ", rank_, " (host ", host_, "): prepare epoch ", target.epoch,
-                     ": a collective using a changing direct path is still running"));
+    for (const DirectLinks& per_peer : links_) {
+      for (const auto& l : per_peer) {
+        if (!Allowed(*l) && l->usable()) leaving.push_back(l);
+      }
+    }
   }
   // The leaving circuits go dark while the switch applies: their links stop
-  // probing the path (no keepalive verdict in the dark window), and stay open.
-  for (const DirectLinks& per_peer : links_) {
-    for (const auto& l : per_peer) {
-      if (!Allowed(*l)) (void)l->SetSuspended(true);  // a dead link is reaped later
-    }
+  // probing the path (no keepalive verdict in the dark window) and stay
+  // open. Nothing may be in flight on them then: a segment or ACK lost in
+  // the dark is retransmitted into it until the stall timeout kills the
+  // link. So each end sends its pending ACKs now and waits (bounded) until
+  // the peer acknowledged everything it sent.
+  for (const auto& l : leaving) (void)l->SetSuspended(true);  // a dead link is reaped later
+  const absl::Time quiet_by = std::min(deadline, absl::Now() + kQuiesceBound);
+  const absl::Time t0 = absl::Now();
+  size_t unacked = 0;
+  for (;;) {
+    unacked = 0;
+    for (const auto& l : leaving) unacked += l->UnacknowledgedBytes();
+    if (unacked == 0 || absl::Now() >= quiet_by) break;
+    absl::SleepFor(absl::Microseconds(500));
+  }
+  if (unacked > 0) {
+    log::Warn(
+        "rank {}: prepare epoch {}: {} byte(s) still unacknowledged on the leaving circuits' "
+        "links after {}; they may fail in the dark and be re-made",
+        rank_, target.epoch, unacked, absl::FormatDuration(absl::Now() - t0));
+  } else if (absl::Now() - t0 > absl::Milliseconds(5)) {
+    log::Debug("rank {}: prepare epoch {}: leaving links quiet after {}", rank_, target.epoch,
+               absl::FormatDuration(absl::Now() - t0));
   }
   return absl::OkStatus();
 }

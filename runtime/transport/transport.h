@@ -84,6 +84,12 @@ class Connection {
     (void)suspended;
     return absl::OkStatus();
   }
+  // Bytes handed to the network and not yet acknowledged by the peer's end
+  // (TCP: the sockets' send queues, SIOCOUTQ), so a caller can let a path go
+  // dark only once nothing is in flight on it. Suspending also sends any
+  // acknowledgement the transport was holding back (TCP: TCP_QUICKACK), so
+  // the peer's count drains. 0 where the transport cannot tell.
+  virtual size_t UnacknowledgedBytes() const { return 0; }
   // Registers [buf, buf + len) with this connection's device until the
   // returned object is destroyed, so that sends and receives inside the range
   // register nothing themselves (verbs: one ibv_reg_mr for its adapter, kept

@@ -5,9 +5,11 @@
 // OnPeerShutdown and most Fail calls on the device's progress thread.
 #include "runtime/transport/tcp/tcp_connection.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -149,13 +151,28 @@ absl::Status TcpConnection::health() const {
 absl::Status TcpConnection::SetSuspended(bool suspended) {
   if (device_->local()) return absl::OkStatus();  // unix sockets: no keepalive
   const int on = suspended ? 0 : 1;
+  const int quick = 1;
   for (const auto& s : sockets_) {
     if (setsockopt(s->fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0) {
       return ErrnoStatus(SocketName(s.get()),
                          suspended ? "setsockopt(SO_KEEPALIVE, 0)" : "setsockopt(SO_KEEPALIVE, 1)");
     }
+    // Quick-ACK mode sends an ACK the kernel was delaying at once.
+    if (suspended && setsockopt(s->fd, IPPROTO_TCP, TCP_QUICKACK, &quick, sizeof(quick)) != 0) {
+      return ErrnoStatus(SocketName(s.get()), "setsockopt(TCP_QUICKACK)");
+    }
   }
   return absl::OkStatus();
+}
+
+size_t TcpConnection::UnacknowledgedBytes() const {
+  if (device_->local()) return 0;
+  size_t total = 0;
+  for (const auto& s : sockets_) {
+    int queued = 0;
+    if (ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued > 0) total += static_cast<size_t>(queued);
+  }
+  return total;
 }
 
 uint64_t TcpConnection::pulled_messages() const {

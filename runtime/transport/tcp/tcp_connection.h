@@ -116,6 +116,7 @@ class TcpConnection : public Connection {
   // Keepalive off while suspended (every socket of the connection), on again
   // when resumed; the local transport has no keepalive to turn off.
   absl::Status SetSuspended(bool suspended) override;
+  size_t UnacknowledgedBytes() const override;
   // Local transport: messages received by pulling from the sender's memory.
   uint64_t pulled_messages() const;
 
