@@ -67,6 +67,7 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
   r.highest_epoch = st.highest_epoch();
   r.round_ms = r.round_overhead_ms = 0;
   r.round_samples = 0;
+  r.round_phases.clear();
   for (const auto& region : st.regions()) {
     r.reconfigurations += static_cast<int64_t>(region.rounds_committed());
     r.rounds_aborted += static_cast<int64_t>(region.rounds_aborted());
@@ -75,6 +76,12 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
     r.round_ms = std::max(r.round_ms, region.round_ms_p50());
     r.round_overhead_ms = std::max(r.round_overhead_ms, region.round_overhead_ms_p50());
     r.round_samples += static_cast<int64_t>(region.round_samples());
+    // One region in the demo; with more, the first region's phases.
+    if (r.round_phases.empty()) {
+      for (const auto& ph : region.round_phases()) {
+        r.round_phases.push_back({ph.name(), ph.p50_ms(), ph.p99_ms()});
+      }
+    }
   }
   return absl::OkStatus();
 }

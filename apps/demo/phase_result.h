@@ -97,6 +97,13 @@ struct PhaseResult {
   // switching time. 0 with round_samples 0 when unknown.
   double round_ms = 0, round_overhead_ms = 0;
   int64_t round_samples = 0;
+  // The same rounds phase by phase (GetStatus round_phases, in its order):
+  // name, p50 and p99 in ms. Empty when unknown.
+  struct RoundPhaseTimes {
+    std::string name;
+    double p50_ms = 0, p99_ms = 0;
+  };
+  std::vector<RoundPhaseTimes> round_phases;
   int64_t plan_waits = 0;      // wait points (per iteration and layer and pass)
   int64_t plans_switched = 0;  // ... whose decision was to reconfigure
   int64_t plan_timeouts = 0;   // ... where some rank gave up waiting

@@ -198,6 +198,14 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
           "mixnet: a round took %.1f ms (median of %ld; from the completed matrix to every "
           "COMMITTED), %.1f ms over the switching time; the simulation charges both\n",
           mix->round_ms, static_cast<long>(mix->round_samples), mix->round_overhead_ms);
+      if (!mix->round_phases.empty()) {
+        std::string line;
+        for (const PhaseResult::RoundPhaseTimes& ph : mix->round_phases) {
+          absl::StrAppendFormat(&line, "%s%s %.1f / %.1f", line.empty() ? "" : ", ", ph.name,
+                                ph.p50_ms, ph.p99_ms);
+        }
+        std::printf("mixnet: round phases, p50 / p99 ms: %s\n", line.c_str());
+      }
     }
   }
   if (cpu_bound) {
@@ -305,6 +313,11 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       if (p.round_samples > 0) {
         j["round_ms"] = p.round_ms;
         j["round_overhead_ms"] = p.round_overhead_ms;
+        nlohmann::json phases = nlohmann::json::object();
+        for (const PhaseResult::RoundPhaseTimes& ph : p.round_phases) {
+          phases[ph.name] = {{"p50_ms", ph.p50_ms}, {"p99_ms", ph.p99_ms}};
+        }
+        j["round_phases"] = phases;
       }
       j["plan_timeouts"] = p.plan_timeouts;
       j["retransmits"] = p.retransmits;

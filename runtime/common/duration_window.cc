@@ -23,6 +23,7 @@ DurationStats DurationWindow::Stats() const {
   s.samples = static_cast<uint32_t>(n);
   s.median = sorted[rank(50)];
   s.p90 = sorted[rank(90)];
+  s.p99 = sorted[rank(99)];
   s.max = sorted.back();
   return s;
 }

@@ -19,6 +19,7 @@ struct DurationStats {
   uint32_t samples = 0;  // in the window (0: nothing measured yet)
   absl::Duration median = absl::ZeroDuration();
   absl::Duration p90 = absl::ZeroDuration();
+  absl::Duration p99 = absl::ZeroDuration();
   absl::Duration max = absl::ZeroDuration();
 };
 

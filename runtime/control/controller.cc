@@ -505,6 +505,14 @@ v1::ControllerStatus Controller::GetStatus() const {
     rs->set_round_overhead_ms_p50(
         absl::ToDoubleMilliseconds(regions_[r].round_overhead.Stats().median));
     rs->set_round_samples(round.samples);
+    for (size_t p = 0; p < kRoundPhaseCount && round.samples > 0; ++p) {
+      const DurationStats st = regions_[r].phases[p].Stats();
+      v1::RoundPhase* ph = rs->add_round_phases();
+      ph->set_name(kRoundPhases[p]);
+      ph->set_p50_ms(absl::ToDoubleMilliseconds(st.median));
+      ph->set_p99_ms(absl::ToDoubleMilliseconds(st.p99));
+      ph->set_samples(st.samples);
+    }
   }
   return st;
 }

@@ -149,6 +149,9 @@ class Controller {
     // left out. Decide charges its median on top of switching
     // (DecideOptions::protocol_s) once there are kMinProtocolSamples.
     DurationWindow protocol{kRoundSamples};
+    // The same rounds phase by phase (kRoundPhases order).
+    std::vector<DurationWindow> phases =
+        std::vector<DurationWindow>(kRoundPhaseCount, DurationWindow(kRoundSamples));
   };
   struct Round {
     uint64_t epoch = 0;

@@ -27,6 +27,20 @@ ControllerMetrics::ControllerMetrics(const std::vector<std::string>& regions)
                      .Register(r)
                      .Add({}, prometheus::Histogram::BucketBoundaries{
                                   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30});
+  // A phase: tens of microseconds (persisting to tmpfs) to seconds (a slow
+  // switch, a late worker).
+  auto& phases = prometheus::BuildHistogram()
+                     .Name("mixnet_controller_round_phase_seconds")
+                     .Help(
+                         "Committed rounds, phase by phase (decide, persist, prepare, apply, "
+                         "settle, commit)")
+                     .Register(r);
+  for (const char* phase : kRoundPhases) {
+    round_phase_.push_back(&phases.Add(
+        {{"phase", phase}},
+        prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}));
+  }
   // Planning: microseconds for a few hosts, up to seconds for thousands.
   planner_time_ = &prometheus::BuildHistogram()
                        .Name("mixnet_controller_planner_seconds")
@@ -86,6 +100,10 @@ void ControllerMetrics::Round(RoundOutcome outcome) {
 
 void ControllerMetrics::RoundTime(absl::Duration d) {
   round_time_->Observe(absl::ToDoubleSeconds(d));
+}
+
+void ControllerMetrics::RoundPhase(size_t phase, absl::Duration d) {
+  if (phase < round_phase_.size()) round_phase_[phase]->Observe(absl::ToDoubleSeconds(d));
 }
 
 void ControllerMetrics::PlannerTime(absl::Duration d) {

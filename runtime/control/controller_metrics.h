@@ -10,6 +10,9 @@
 //   mixnet_controller_round_seconds           histogram: committed rounds, epoch
 //                                             persisted to COMMIT acked (or the
 //                                             commit deadline), switching included
+//   mixnet_controller_round_phase_seconds{phase}  histogram: each committed
+//                                             round's phases (kRoundPhases: decide,
+//                                             persist, prepare, apply, settle, commit)
 //   mixnet_controller_planner_seconds         histogram: ClusterPlanner::Plan calls
 //   mixnet_controller_decide_total{region,outcome}  Decide per planned region:
 //                                             "reconfigure" or "keep"
@@ -48,6 +51,14 @@
 
 namespace mixnet::control {
 
+// A committed round's phases, in order (RegionStatus.round_phases): the
+// completed matrix to the round's start (planning, the DECISION); the epoch
+// persisted; PREPARE out to the last PREPARED; the switches' Apply calls;
+// the settle to the spec's switch_ms; COMMIT out to the last COMMITTED.
+inline constexpr const char* kRoundPhases[] = {"decide", "persist", "prepare",
+                                               "apply",  "settle",  "commit"};
+inline constexpr size_t kRoundPhaseCount = sizeof(kRoundPhases) / sizeof(kRoundPhases[0]);
+
 class ControllerMetrics {
  public:
   explicit ControllerMetrics(const std::vector<std::string>& regions);
@@ -57,6 +68,8 @@ class ControllerMetrics {
   enum class RoundOutcome { kCommitted, kAborted, kNotStarted };
   void Round(RoundOutcome outcome);
   void RoundTime(absl::Duration d);  // a committed round
+  // Phase `phase` (an index into kRoundPhases) of a committed round.
+  void RoundPhase(size_t phase, absl::Duration d);
   void PlannerTime(absl::Duration d);
   // Region index `region` (spec order) was decided; the model's times in s.
   void Decided(int region, bool reconfigure, double predicted_s, double current_s);
@@ -83,6 +96,7 @@ class ControllerMetrics {
   prometheus::Counter* aborted_;
   prometheus::Counter* not_started_;
   prometheus::Histogram* round_time_;
+  std::vector<prometheus::Histogram*> round_phase_;  // by kRoundPhases index
   prometheus::Histogram* planner_time_;
   prometheus::Gauge* epoch_;
   prometheus::Gauge* committed_epoch_;

@@ -375,6 +375,8 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   }
   // 1. The new epoch is durable before anyone hears of it.
   const absl::Time round_start = absl::Now();
+  // Phase boundaries (kRoundPhases): decide ends at round_start.
+  absl::Time persisted, prepared, applied_at, settled;
   if (absl::Status s = store_.Save(epoch, id_); !s.ok()) {
     log::Error("controller: cannot persist epoch {}, no round: {}", epoch, s.ToString());
     metrics_->Round(ControllerMetrics::RoundOutcome::kNotStarted);
@@ -384,6 +386,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     }
     return false;
   }
+  persisted = absl::Now();
   std::string names;
   for (int r : regions) absl::StrAppend(&names, names.empty() ? "" : ",", regions_label(r));
   std::set<std::string> participants;
@@ -433,6 +436,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
       AbortRoundLocked(epoch, participants, reason, regions);
       return false;
     }
+    prepared = absl::Now();
   }
   // 4. Drive the switches whose circuits change.
   const absl::Time switching_start = absl::Now();
@@ -476,9 +480,11 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     settle = std::max(settle, left);
   }
   for (const std::string& a : applied) dirty_switches_.erase(a);
+  applied_at = absl::Now();
   // 5. Settle: the switches' own waits normally cover the switching time.
   if (settle > absl::ZeroDuration()) absl::SleepFor(settle);
-  const absl::Duration switching = absl::Now() - switching_start;
+  settled = absl::Now();
+  const absl::Duration switching = settled - switching_start;
   // 6. COMMIT and wait (bounded) for the acks.
   mu_.Lock();
   committed_epoch_ = epoch;
@@ -529,7 +535,12 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   const absl::Time end = absl::Now();
   const absl::Duration took = end - triggered;
   const absl::Duration protocol = std::max(absl::ZeroDuration(), end - round_start - switching);
+  const absl::Duration phase[kRoundPhaseCount] = {round_start - triggered, persisted - round_start,
+                                                  prepared - persisted,    applied_at - prepared,
+                                                  settled - applied_at,    end - settled};
+  for (size_t p = 0; p < kRoundPhaseCount; ++p) metrics_->RoundPhase(p, phase[p]);
   for (int r : regions) {
+    for (size_t p = 0; p < kRoundPhaseCount; ++p) regions_[r].phases[p].Add(phase[p]);
     regions_[r].round.Add(took);
     regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
     // A missing ack says nothing of how long the protocol takes.

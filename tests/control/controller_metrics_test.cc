@@ -111,6 +111,14 @@ TEST_F(ControllerMetricsTest, RoundsDecisionsPlannerAndWorkersMove) {
   EXPECT_THAT(MetricValue(m, kCommitted), Optional(1.0));
   EXPECT_THAT(MetricValue(m, kAborted), Optional(0.0));
   EXPECT_THAT(MetricValue(m, "mixnet_controller_planner_seconds_count"), Optional(1.0));
+  // The round's phases, one observation each.
+  for (const char* phase : {"decide", "persist", "prepare", "apply", "settle", "commit"}) {
+    EXPECT_THAT(
+        MetricValue(m, absl::StrCat(R"(mixnet_controller_round_phase_seconds_count{phase=")", phase,
+                                    R"("})")),
+        Optional(1.0))
+        << phase;
+  }
   EXPECT_GT(MetricValue(m, "mixnet_controller_planner_seconds_sum").value_or(0), 0);
   EXPECT_THAT(MetricValue(m, kReconfigure), Optional(1.0));
   EXPECT_THAT(MetricValue(m, kKeep), Optional(0.0));
@@ -151,6 +159,8 @@ TEST_F(ControllerMetricsTest, AbortedRoundIsCounted) {
   const std::string m = Metrics();
   EXPECT_THAT(MetricValue(m, kCommitted), Optional(0.0));
   EXPECT_THAT(MetricValue(m, "mixnet_controller_round_seconds_count"), Optional(0.0));
+  EXPECT_THAT(MetricValue(m, R"(mixnet_controller_round_phase_seconds_count{phase="prepare"})"),
+              Optional(0.0));
   EXPECT_THAT(MetricValue(m, "mixnet_controller_epoch"), Optional(2.0));  // spent
   EXPECT_THAT(MetricValue(m, "mixnet_controller_committed_epoch"), Optional(1.0));
 }

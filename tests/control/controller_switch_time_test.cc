@@ -211,6 +211,26 @@ TEST_F(SwitchTimeTest, StatusTimesTheCommittedRounds) {
   EXPECT_GE(r.round_ms_p50(), 301);
   EXPECT_LT(r.round_ms_p50(), 5000);  // only a sanity bound
   EXPECT_DOUBLE_EQ(r.round_overhead_ms_p50(), r.round_ms_p50() - 1);
+  // Phase by phase: the Apply holds the 300 ms; the settle is the 1 ms the
+  // spec asks for beyond the Apply's backend time (0 here); the phases add
+  // up to the round (one sample each: the medians are the samples).
+  ASSERT_EQ(r.round_phases_size(), 6);
+  const std::vector<std::string> names = {"decide", "persist", "prepare",
+                                          "apply",  "settle",  "commit"};
+  double sum = 0;
+  for (int p = 0; p < 6; ++p) {
+    const cv1::RoundPhase& ph = r.round_phases(p);
+    EXPECT_EQ(ph.name(), names[p]);
+    EXPECT_EQ(ph.samples(), 1u) << ph.name();
+    EXPECT_GE(ph.p50_ms(), 0) << ph.name();
+    EXPECT_DOUBLE_EQ(ph.p99_ms(), ph.p50_ms()) << ph.name();
+    sum += ph.p50_ms();
+  }
+  EXPECT_GE(r.round_phases(3).p50_ms(), 300);
+  EXPECT_LT(r.round_phases(3).p50_ms(), 5000);
+  EXPECT_GE(r.round_phases(4).p50_ms(), 1);
+  EXPECT_LT(r.round_phases(4).p50_ms(), 300);
+  EXPECT_NEAR(sum, r.round_ms_p50(), 0.01);
 
   // A decision not to switch (the switch now known to take 10 s) is no
   // round: the samples stay.
@@ -241,6 +261,14 @@ TEST_F(SwitchTimeTest, DecideChargesTheMeasuredProtocolTime) {
     ASSERT_TRUE(WaitUntil([&] { return Status(*stub_).regions(0).round_samples() == i + 1; }));
   }
   EXPECT_GE(Status(*stub_).regions(0).round_overhead_ms_p50(), 400);
+  // The phase that holds it: PREPARE out to the last PREPARED.
+  const cv1::RegionStatus st = Status(*stub_).regions(0);
+  ASSERT_EQ(st.round_phases_size(), 6);
+  EXPECT_EQ(st.round_phases(2).name(), "prepare");
+  EXPECT_EQ(st.round_phases(2).samples(), 3u);
+  EXPECT_GE(st.round_phases(2).p50_ms(), 400);
+  EXPECT_GE(st.round_phases(2).p99_ms(), st.round_phases(2).p50_ms());
+  EXPECT_LT(st.round_phases(3).p50_ms(), 400) << "apply";
 
   // The switch is still known to take 1 ms, but the gain of at most ~160 ms
   // does not pay for 1 + >= 400 ms: no fourth round.
