@@ -43,6 +43,7 @@ struct Flags {
   std::string relay = "off";
   int64_t relay_chunk_bytes = GetSettings().relay_chunk_bytes;
   int routed_search = planner::PlannerOptions{}.routed_search_evaluations;
+  int64_t epoch_block = static_cast<int64_t>(control::ControllerOptions{}.epoch_block);
   std::string log_level;
   std::string metrics_listen;
   bool metrics_allow_remote = false;
@@ -80,6 +81,11 @@ absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
         absl::StrCat("--routed-search ", f.routed_search, ": need >= 0 (0: none)"));
   }
   o.routed_search_evaluations = f.routed_search;
+  if (f.epoch_block < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epoch-block ", f.epoch_block, ": need >= 1 (1: persist every round)"));
+  }
+  o.epoch_block = static_cast<uint64_t>(f.epoch_block);
   // The id is fixed here so that the switch drivers send it too.
   o.controller_id = absl::StrCat("ctl-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
   for (const std::string& arg : f.ocs) {
@@ -155,6 +161,10 @@ int Main(int argc, char** argv) {
                  "with --relay on: the planner's last step searches circuit sets scored by the "
                  "relay split itself, at most this many splits per plan (about 0.06 ms each at "
                  "8 hosts); 0: none")
+      ->capture_default_str();
+  app.add_option("--epoch-block", f.epoch_block,
+                 "epochs persisted ahead in --state-dir: a round fsyncs only when its epoch passes "
+                 "the last saved one; a restart skips at most this many minus one; 1: every round")
       ->capture_default_str();
   app.add_option("--metrics-listen", f.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: ephemeral, the "

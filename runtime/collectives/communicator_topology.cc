@@ -117,11 +117,26 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
   // Dials to higher ranks and accepts from lower ones at the same time (see
   // Communicator::Create: a transport whose dial completes only once the
   // peer accepts would otherwise wait in a cycle).
-  std::thread acceptor([&] {
-    for (int peer = 0; peer < rank_; ++peer) connect_peer(peer, false);
-  });
+  // A round whose circuits were all seen before connects nothing: no thread.
+  auto needs = [&](int peer) {
+    if (!dynamic_[peer]) return false;
+    for (const router::Path& p : table.PathsTo(hosts_[peer])) {
+      if (p.kind != router::PathKind::kOcs) continue;
+      const std::string key = CircuitKey(p, hosts_[peer]);
+      if (!skip.count(key) && !skip_peer.count({peer, key})) return true;
+    }
+    return false;
+  };
+  bool accepts = false;
+  for (int peer = 0; peer < rank_ && !accepts; ++peer) accepts = needs(peer);
+  std::thread acceptor;
+  if (accepts) {
+    acceptor = std::thread([&] {
+      for (int peer = 0; peer < rank_; ++peer) connect_peer(peer, false);
+    });
+  }
   for (int peer = rank_ + 1; peer < world_size_; ++peer) connect_peer(peer, true);
-  acceptor.join();
+  if (acceptor.joinable()) acceptor.join();
   for (DirectLinks& l : *made) {
     std::sort(l.begin(), l.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
   }

@@ -120,7 +120,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
     return Annotate(split.status(), "the circuits the switches hold now");
   }
   const uint64_t epoch = highest + 1;
-  RETURN_IF_ERROR(store.Save(epoch, options.controller_id));
+  if (options.epoch_block < 1) {
+    return absl::InvalidArgumentError("controller: epoch block must be at least 1");
+  }
+  const uint64_t saved = EpochBlockEnd(epoch, options.epoch_block);
+  RETURN_IF_ERROR(store.Save(saved, options.controller_id));
   log::Info("controller {}: epoch {} (persisted {}, switches' highest {}), {} circuits, {} regions",
             options.controller_id, epoch, persisted, highest, circuits.size(),
             planner.regions().size());
@@ -128,6 +132,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
   std::unique_ptr<Controller> c(
       new Controller(std::move(options), std::move(planner), std::move(store)));
   c->apply_timing_ = std::move(apply_timing);
+  c->saved_epoch_ = saved;
   c->switch_s_ = c->SlowestSwitchSeconds();
   log::Info(
       "controller: planning with a switching time of {:.1f} ms (spec switch_ms, or the "
@@ -147,6 +152,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
   }
   c->planner_thread_ = std::thread([p = c.get()] { p->PlannerLoop(); });
   return c;
+}
+
+uint64_t EpochBlockEnd(uint64_t epoch, uint64_t block) {
+  if (block < 1) block = 1;
+  return epoch >= kMaxFencingEpoch - (block - 1) ? kMaxFencingEpoch : epoch + (block - 1);
 }
 
 Controller::Controller(ControllerOptions options, planner::ClusterPlanner planner, EpochStore store)

@@ -49,6 +49,11 @@
 
 namespace mixnet::control {
 
+// The last epoch of the block a controller persists when it reaches `epoch`
+// (ControllerOptions::epoch_block): epoch + block - 1, at most
+// kMaxFencingEpoch.
+uint64_t EpochBlockEnd(uint64_t epoch, uint64_t block);
+
 struct ControllerOptions {
   cluster::ClusterSpec spec;
   // One driver per OCS switch of the spec, by switch name.
@@ -77,6 +82,11 @@ struct ControllerOptions {
   // With `relay`: the planner's routed search, at most this many relay
   // splits per plan (PlannerOptions::routed_search_evaluations; 0: none).
   int routed_search_evaluations = planner::PlannerOptions{}.routed_search_evaluations;
+  // Epochs persisted ahead: a round persists only when its epoch passes the
+  // last one saved, and then saves epoch + epoch_block - 1, so most rounds
+  // skip the fsyncs; a restarted controller starts above the saved epoch
+  // (skipping at most epoch_block - 1 epochs). 1: every round persists.
+  uint64_t epoch_block = 64;
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 
@@ -231,6 +241,7 @@ class Controller {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::string fenced_ ABSL_GUARDED_BY(mu_);
   uint64_t highest_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t saved_epoch_ = 0;  // persisted in store_ (planner thread, after Create)
   uint64_t committed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<cluster::CircuitSpec> committed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);

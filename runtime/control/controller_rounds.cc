@@ -373,11 +373,21 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     epoch = highest_epoch_ + 1;
     current = Normalized(committed_);
   }
-  // 1. The new epoch is durable before anyone hears of it.
+  // 1. The new epoch is durable before anyone hears of it: saved already
+  // (within the block saved last), or saved now with the next block.
   const absl::Time round_start = absl::Now();
   // Phase boundaries (kRoundPhases): decide ends at round_start.
   absl::Time persisted, prepared, applied_at, settled;
-  if (absl::Status s = store_.Save(epoch, id_); !s.ok()) {
+  absl::Status saved = absl::OkStatus();
+  if (epoch > kMaxFencingEpoch) {
+    saved = absl::FailedPreconditionError(
+        absl::StrCat("epoch ", epoch, " exceeds the maximum fencing epoch ", kMaxFencingEpoch));
+  } else if (epoch > saved_epoch_) {
+    const uint64_t end = EpochBlockEnd(epoch, opt_.epoch_block);
+    saved = store_.Save(end, id_);
+    if (saved.ok()) saved_epoch_ = end;
+  }
+  if (absl::Status s = saved; !s.ok()) {
     log::Error("controller: cannot persist epoch {}, no round: {}", epoch, s.ToString());
     metrics_->Round(ControllerMetrics::RoundOutcome::kNotStarted);
     absl::MutexLock lock(&mu_);

@@ -2,8 +2,10 @@
 // ("controller_epoch.json": {"highest_epoch": N, "controller_id": "..."}).
 // Save writes a temp file, fsyncs it, renames it over the old one and fsyncs
 // the directory, so a crash leaves the old or the new epoch, never a torn
-// file; the controller saves epoch E+1 before it sends PREPARE(E+1), so a
-// restarted controller never reuses an epoch. The directory is locked
+// file. The controller saves an epoch at least as high as E+1 before it sends
+// PREPARE(E+1) (a block of epochs ahead, ControllerOptions::epoch_block), so a
+// restarted controller, which starts above the saved one, never reuses an
+// epoch. The directory is locked
 // (flock on "controller.lock") while a controller uses it.
 //
 // Threading: used by one thread at a time (start-up, then the planner thread).

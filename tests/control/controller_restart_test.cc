@@ -85,6 +85,33 @@ class ControllerRestartTest : public ::testing::Test {
   std::string spec_;
 };
 
+// Epochs persisted a block ahead (64, the default): the first controller
+// starts at epoch 1 and saves 64, commits epoch 2 without saving; the
+// restarted one starts above everything saved, at 65.
+TEST_F(ControllerRestartTest, RestartStartsAboveTheSavedBlock) {
+  {
+    ControllerSetup s = Setup("ctl", "a.sock");
+    s.epoch_block = 64;
+    auto server = StartController(s);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto ch = Connect((*server)->address());
+    auto stub = cv1::Controller::NewStub(ch);
+    auto ws = Workers(ch);
+    std::vector<cv1::TopologyEvent> evs = Round(*stub, ws, 0, {{0, 1}, {2, 3}});
+    ASSERT_FALSE(evs.empty());
+    ASSERT_EQ(evs.back().kind(), cv1::TopologyEvent::COMMIT);
+    EXPECT_EQ(evs.back().topology().epoch(), 2u);
+    ws.clear();
+    (*server)->Shutdown(absl::Seconds(2));
+  }
+  ControllerSetup s = Setup("ctl", "b.sock");
+  s.epoch_block = 64;
+  auto server = StartController(s);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(Status(*cv1::Controller::NewStub(Connect((*server)->address()))).highest_epoch(), 65u);
+  (*server)->Shutdown(absl::Seconds(2));
+}
+
 TEST_F(ControllerRestartTest, RestartResumesWithAHigherEpoch) {
   uint64_t committed = 0;
   {

@@ -296,6 +296,28 @@ TEST_F(ControllerTest, RoundPreparesAppliesCommitsAndPersistsEpoch) {
   EXPECT_TRUE(st.fenced().empty());
 }
 
+// With a block of 3 epochs persisted ahead, the start saves 1 + 3 - 1 = 3;
+// rounds at epochs 2 and 3 save nothing; the round at epoch 4 saves 6
+// before its PREPARE. Every PREPARE's epoch is durable when it arrives.
+TEST_F(ControllerTest, EpochsArePersistedABlockAhead) {
+  setup_.epoch_block = 3;
+  Start({kR0}, {"ocs0"});
+  EXPECT_EQ(Status(*stub_).highest_epoch(), 1u);
+  EXPECT_EQ(PersistedEpoch(), 3u);
+  const std::vector<Pairs> pairings = {{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}, {{0, 3}, {1, 2}}};
+  const std::vector<uint64_t> saved = {3, 3, 6};
+  for (size_t i = 0; i < pairings.size(); ++i) {
+    const uint64_t epoch = 2 + i;
+    Report(kR0, static_cast<int64_t>(i), pairings[i]);
+    ExpectAll(kR0, cv1::TopologyEvent::PREPARE, epoch);
+    EXPECT_EQ(PersistedEpoch(), saved[i]) << "at epoch " << epoch;
+    ExpectAll(kR0, cv1::TopologyEvent::COMMIT, epoch);
+  }
+  EXPECT_EQ(control::EpochBlockEnd(4, 3), 6u);
+  EXPECT_EQ(control::EpochBlockEnd(control::kMaxFencingEpoch - 1, 3), control::kMaxFencingEpoch);
+  EXPECT_EQ(control::EpochBlockEnd(5, 1), 5u);
+}
+
 TEST_F(ControllerTest, WorkerThatNeverAcksAbortsWithinDeadline) {
   Start({kR0}, {"ocs0"}, absl::Milliseconds(300));
   workers_["h3"]->set_auto_ack(false);

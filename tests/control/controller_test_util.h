@@ -123,6 +123,7 @@ struct ControllerSetup {
   absl::Duration commit_deadline = absl::Seconds(2);
   absl::Duration report_timeout = absl::Seconds(2);
   std::string metrics_listen;  // ServerOptions::metrics_listen (empty: no metrics endpoint)
+  uint64_t epoch_block = 1;    // ControllerOptions::epoch_block (1: every round persists)
   // Drivers used instead of OcsSwitchDrivers to `switches` (fakes).
   std::map<std::string, std::shared_ptr<control::SwitchDriver>> drivers;
 };
@@ -138,6 +139,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   o.prepare_deadline = s.prepare_deadline;
   o.commit_deadline = s.commit_deadline;
   o.report_timeout = s.report_timeout;
+  o.epoch_block = s.epoch_block;
   o.switch_timeout = absl::Seconds(5);
   for (const auto& [name, addr] : s.switches) {
     ocs::OcsClientOptions co;
