@@ -64,6 +64,33 @@ double PhaseResult::Mean(double IterationStats::*field, size_t from) const {
   return s / static_cast<double>(iterations.size() - from);
 }
 
+PhaseResult::AfterRound PhaseResult::AfterRoundAgainstLater() const {
+  AfterRound out;
+  double m[2] = {0, 0}, s[2] = {0, 0};
+  bool have_prev = false;
+  uint64_t prev = 0;
+  for (size_t it = 0; it < iterations.size(); ++it) {
+    const IterationStats& st = iterations[it];
+    for (size_t k = 0; k < st.each_alltoall_ms.size(); ++k) {
+      auto found = routing.find({static_cast<int64_t>(it), static_cast<int>(k)});
+      if (found == routing.end()) continue;
+      const uint64_t epoch = found->second.epoch;
+      const bool after_round = have_prev && epoch != prev;
+      const bool counted = have_prev && k < st.each_simulated_alltoall_ms.size() &&
+                           st.each_simulated_alltoall_ms[k] > 0;
+      have_prev = true;
+      prev = epoch;
+      if (!counted) continue;
+      m[after_round ? 0 : 1] += st.each_alltoall_ms[k];
+      s[after_round ? 0 : 1] += st.each_simulated_alltoall_ms[k];
+      ++(after_round ? out.after_round_n : out.later_n);
+    }
+  }
+  if (s[0] > 0) out.after_round = m[0] / s[0];
+  if (s[1] > 0) out.later = m[1] / s[1];
+  return out;
+}
+
 std::string PhaseResult::BusiestLink() const {
   std::string best;
   int n = 0;
@@ -102,6 +129,8 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
       const int64_t it = j.value("iteration", int64_t{0});
       if (type == "final") {
         r.retransmits += j.value("retransmits", uint64_t{0});
+        r.tcp_opens += j.value("tcp_opens", uint64_t{0});
+        r.tcp_resets += j.value("tcp_resets", uint64_t{0});
         if (j.contains("agent")) {
           r.agent_commits_max =
               std::max<uint64_t>(r.agent_commits_max, j["agent"].value("commits", uint64_t{0}));

@@ -80,7 +80,10 @@ struct PhaseResult {
   uint64_t bytes_verified = 0;
   uint64_t bytes_bad = 0;
   uint64_t retransmits = 0;  // all hosts' TCP RetransSegs during the run
-  double cpu_idle = -1;      // idle share of all CPUs during the all-to-alls (-1: unknown)
+  // All hosts' TCP connections opened (ActiveOpens + PassiveOpens) and
+  // established ones reset (EstabResets) during the timed iterations.
+  uint64_t tcp_opens = 0, tcp_resets = 0;
+  double cpu_idle = -1;  // idle share of all CPUs during the all-to-alls (-1: unknown)
   // Per (iteration, seq) all-to-all, how rank 0 routed it (mixnet).
   std::map<std::pair<int64_t, int>, A2aRouting> routing;
   OracleFigures oracle;       // the oracle's floors of the same all-to-alls (oracle_phase.h)
@@ -127,6 +130,17 @@ struct PhaseResult {
   double Steady(double IterationStats::*field) const { return Mean(field, 1); }
   bool has_steady() const { return iterations.size() >= 2; }
   std::string BusiestLink() const;  // the most frequent busiest link-direction
+  // Warm paths: the all-to-alls that run right after a round (the first on
+  // a new epoch, from `routing`) against the others, each as its measured
+  // time over its simulated one (the same bytes and routing in the model),
+  // pooled (sum of measured over sum of simulated). The run's first
+  // all-to-all is neither. Counts 0 where no such all-to-all (fabrics
+  // without rounds, a run without a simulation).
+  struct AfterRound {
+    double after_round = 0, later = 0;  // measured / simulated
+    int after_round_n = 0, later_n = 0;
+  };
+  AfterRound AfterRoundAgainstLater() const;
 };
 
 // The phase of `fabric` that completed (status ok), or nullptr.

@@ -178,6 +178,18 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
         static_cast<long>(std::max<int64_t>(p.reconfigurations, 0)),
         static_cast<unsigned long>(p.bytes_verified), static_cast<unsigned long>(Lost(p)));
   }
+  {
+    std::string line;
+    for (const PhaseResult& p : phases) {
+      if (!p.status.ok()) continue;
+      absl::StrAppendFormat(&line, "%s%s %lu / %lu", line.empty() ? "" : ", ", p.fabric,
+                            static_cast<unsigned long>(p.tcp_opens),
+                            static_cast<unsigned long>(p.tcp_resets));
+    }
+    if (!line.empty()) {
+      std::printf("TCP connections opened / reset during the timed iterations: %s\n", line.c_str());
+    }
+  }
   const PhaseResult* mix = FindPhase(phases, "mixnet");
   const PhaseResult* nb = FindPhase(phases, "nonblocking");
   const PhaseResult* eps = FindPhase(phases, "eps");
@@ -205,6 +217,13 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
                                 ph.p50_ms, ph.p99_ms);
         }
         std::printf("mixnet: round phases, p50 / p99 ms: %s\n", line.c_str());
+      }
+      const PhaseResult::AfterRound ar = mix->AfterRoundAgainstLater();
+      if (ar.after_round_n > 0 && ar.later_n > 0) {
+        std::printf(
+            "mixnet: the first all-to-all after a round ran at %.2fx its simulated time (%d), "
+            "the others at %.2fx (%d): %.2fx (target <= 1.10x)\n",
+            ar.after_round, ar.after_round_n, ar.later, ar.later_n, ar.after_round / ar.later);
       }
     }
   }
@@ -321,6 +340,13 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       }
       j["plan_timeouts"] = p.plan_timeouts;
       j["retransmits"] = p.retransmits;
+      j["tcp_opens"] = p.tcp_opens;
+      if (const PhaseResult::AfterRound ar = p.AfterRoundAgainstLater();
+          ar.after_round_n > 0 && ar.later_n > 0) {
+        j["after_round_over_simulated"] = ar.after_round;
+        j["later_over_simulated"] = ar.later;
+      }
+      j["tcp_resets"] = p.tcp_resets;
       j["cpu_idle"] = p.cpu_idle;
       j["bytes_verified"] = p.bytes_verified;
       j["bytes_lost"] = Lost(p);

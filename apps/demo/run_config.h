@@ -14,7 +14,7 @@
 //    "reconfigure", "committed", "timed_out", "epoch", "predicted_ms",
 //    "reason"}
 //   {"type":"iteration", "iteration", "wall_ms", "compute_ms"}
-//   {"type":"final", "ok", "epoch", "retransmits", "agent": {...}}
+//   {"type":"final", "ok", "epoch", "retransmits", "tcp_opens", "tcp_resets", "agent": {...}}
 // Byte counters are sampled after the barrier that starts the all-to-all
 // and after the barrier that follows it (every byte has arrived by then).
 #pragma once

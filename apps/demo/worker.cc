@@ -35,6 +35,7 @@
 #include "runtime/collectives/sync.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
+#include "runtime/common/tcp_counters.h"
 #include "runtime/control/worker_agent.h"
 #include "runtime/planner/lp_routing.h"
 #include "runtime/rendezvous/store.h"
@@ -57,7 +58,7 @@ class Worker {
     RETURN_IF_ERROR(SetUp());
     std::ofstream out(c_.ResultFile(rank_));
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", c_.ResultFile(rank_)));
-    ASSIGN_OR_RETURN(const uint64_t retrans0, ReadTcpRetransmits());
+    ASSIGN_OR_RETURN(const TcpCounters tcp0, ReadTcpCounters());
     absl::Status status;
     for (int64_t it = 0; it < c_.iterations && status.ok(); ++it) {
       status = Iteration(it, out, any_bad);
@@ -68,8 +69,11 @@ class Worker {
                           {"rank", rank_},
                           {"ok", status.ok()},
                           {"epoch", comm_->installed_epoch()}};
-    if (absl::StatusOr<uint64_t> r = ReadTcpRetransmits(); r.ok()) {
-      fin["retransmits"] = *r - retrans0;
+    // This host's TCP during the timed iterations (one rank per namespace).
+    if (absl::StatusOr<TcpCounters> t = ReadTcpCounters(); t.ok()) {
+      fin["retransmits"] = t->retrans_segs - tcp0.retrans_segs;
+      fin["tcp_opens"] = t->opens() - tcp0.opens();
+      fin["tcp_resets"] = t->estab_resets - tcp0.estab_resets;
     }
     if (agent_) {
       const control::WorkerAgentStats s = agent_->stats();

@@ -313,14 +313,14 @@ TEST_F(DemoResultsTest, SlowestRankLongestWaitAndFloor) {
             a2a(3, 50, 0),
             wait(1, 10, true),
             iter(1000),
-            {{"type", "final"}, {"retransmits", 3}}});
+            {{"type", "final"}, {"retransmits", 3}, {"tcp_opens", 2}, {"tcp_resets", 1}}});
   Write(1, {a2a(0, 150, 106'056),
             a2a(1, 40, 0),
             a2a(2, 60, 0),
             a2a(3, 50, 0),
             wait(1, 30, true),
             iter(1010),
-            {{"type", "final"}, {"retransmits", 4}}});
+            {{"type", "final"}, {"retransmits", 4}, {"tcp_opens", 5}}});
   PhaseResult r;
   ASSERT_TRUE(ReadResults(c_, spec_, 0, r).ok());
   ASSERT_EQ(r.iterations.size(), 1u);
@@ -331,6 +331,8 @@ TEST_F(DemoResultsTest, SlowestRankLongestWaitAndFloor) {
   EXPECT_DOUBLE_EQ(r.bound.utilisation(), 100.0 / 310.0);
   EXPECT_EQ(r.BusiestLink(), "h1/eps0 rx");
   EXPECT_EQ(r.retransmits, 7u);
+  EXPECT_EQ(r.tcp_opens, 7u);  // summed over the hosts' ranks
+  EXPECT_EQ(r.tcp_resets, 1u);
   EXPECT_EQ(r.bytes_verified, 80u);
   EXPECT_EQ(r.plan_waits, 1);
   EXPECT_EQ(r.plans_switched, 1);
@@ -341,6 +343,31 @@ TEST_F(DemoResultsTest, SlowestRankLongestWaitAndFloor) {
 
 // The first iteration apart from the steady ones: 3000 ms, then 1000 and
 // 2000 (mean 1500); floors 900, then 300 and 500 (mean 400).
+TEST(DemoPhaseResult, AllToAllsAfterARoundAgainstTheOthers) {
+  // Two iterations of three all-to-alls on epochs 1 1 2 | 2 3 3: the second
+  // all-to-all of each epoch run is "later", the first on epochs 2 and 3
+  // "after a round"; the run's first all-to-all is neither. Measured over
+  // simulated, pooled: after a round (30 + 45) / (20 + 30) = 1.5, the
+  // others (10 + 22 + 11) / (10 + 20 + 10) = 1.075.
+  PhaseResult p;
+  IterationStats a, b;
+  a.each_alltoall_ms = {99, 10, 30};
+  a.each_simulated_alltoall_ms = {1, 10, 20};
+  b.each_alltoall_ms = {22, 45, 11};
+  b.each_simulated_alltoall_ms = {20, 30, 10};
+  p.iterations = {a, b};
+  const std::vector<uint64_t> epochs = {1, 1, 2, 2, 3, 3};
+  for (int i = 0; i < 6; ++i) p.routing[{i / 3, i % 3}].epoch = epochs[i];
+  const PhaseResult::AfterRound r = p.AfterRoundAgainstLater();
+  EXPECT_EQ(r.after_round_n, 2);
+  EXPECT_EQ(r.later_n, 3);
+  EXPECT_DOUBLE_EQ(r.after_round, 1.5);
+  EXPECT_DOUBLE_EQ(r.later, 43.0 / 40.0);
+  // No routing (a fabric without rounds): nothing counted.
+  p.routing.clear();
+  EXPECT_EQ(p.AfterRoundAgainstLater().after_round_n, 0);
+}
+
 TEST(DemoPhaseResult, FirstIterationApartFromTheSteadyOnes) {
   PhaseResult r;
   EXPECT_EQ(r.First(&IterationStats::wall_ms), 0);
