@@ -16,12 +16,14 @@
 //    circuits that are both installed and in `target`. Returns OK once no
 //    transfer in flight uses any other direct path; DeadlineExceeded at
 //    `deadline` otherwise (the restriction stays until Commit or Abort).
-//  - Commit(target): opens connections over the circuits of `target` that are
-//    not installed (the peers do the same at the same epoch), closes those
-//    over circuits that are gone, and installs `target` (route table of
-//    target.epoch); the restriction is lifted. A new circuit whose connection
-//    cannot be made by `deadline` stays unused (EPS carries its bytes) and the
-//    error is returned, but the epoch is installed anyway.
+//  - Commit(target): makes usable the circuits of `target` that are not
+//    installed (opening connections, or resuming ones it kept from an earlier
+//    time the circuit was up; the peers do the same at the same epoch), stops
+//    using those over circuits that are gone (closing or suspending their
+//    connections), and installs `target` (route table of target.epoch); the
+//    restriction is lifted. A new circuit whose connection cannot be made by
+//    `deadline` stays unused (EPS carries its bytes) and the error is
+//    returned, but the epoch is installed anyway.
 //  - Abort(epoch): the round for `epoch` is off: lifts the restriction.
 //  - SetRouting(plan) (router v2): re-weight the split of each peer's bytes
 //    over its circuits and EPS from the controller's demand, on the
