@@ -279,6 +279,38 @@ TEST_P(TransportTest, OrderlyCloseFailsPendingReceiveWithUnavailable) {
   EXPECT_NE(st.message().find("endpoint"), std::string::npos) << st;
 }
 
+// A connection destroyed while suspended (its path may be dark) resets
+// rather than closing in order: nothing is left to retry into the dark. The
+// peer sees a loss that is neither an orderly close nor an abort.
+TEST_P(TransportTest, SuspendedConnectionClosesWithAReset) {
+  if (GetParam().transport != "tcp") GTEST_SKIP() << "only TCP probes an idle path";
+  ASSERT_TRUE(ca_->SetSuspended(true).ok());
+  std::vector<uint8_t> dst(10);
+  auto r = cb_->Irecv(dst.data(), dst.size(), 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ca_.reset();
+  absl::Status st = (*r)->Wait(absl::Seconds(10));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_FALSE(PeerClosedInOrder(st)) << st;
+  EXPECT_FALSE(PeerWasAlive(st)) << st;
+}
+
+// Suspending and resuming leave a connection working (keepalive off and on).
+TEST_P(TransportTest, ResumedConnectionCarriesMessages) {
+  ASSERT_TRUE(ca_->SetSuspended(true).ok());
+  ASSERT_TRUE(cb_->SetSuspended(true).ok());
+  EXPECT_EQ(ca_->UnacknowledgedBytes(), 0u);
+  ASSERT_TRUE(ca_->SetSuspended(false).ok());
+  ASSERT_TRUE(cb_->SetSuspended(false).ok());
+  std::vector<uint8_t> src = Pattern(1 << 20, 5), dst(1 << 20);
+  auto r = cb_->Irecv(dst.data(), dst.size(), 3);
+  auto s = ca_->Isend(src.data(), src.size(), 3);
+  ASSERT_TRUE(r.ok() && s.ok());
+  ASSERT_TRUE((*r)->Wait(absl::Seconds(10)).ok());
+  ASSERT_TRUE((*s)->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ(dst, src);
+}
+
 // A connection torn down while it still has sends in flight (its
 // communicator aborted) tells the peer so: the peer's requests fail with
 // Unavailable marked peer-alive, not as if this process had died.

@@ -75,6 +75,8 @@ TcpConnection::TcpConnection(TcpDevice* device, std::string peer_name)
 TcpConnection::~TcpConnection() {
   // Orderly close: queue CLOSE behind whatever is still queued, give it a
   // bounded time to drain, then tear the sockets down on the progress thread.
+  // A suspended connection's path may be dark: it resets instead (below).
+  const bool dark = suspended_.load();
   bool healthy;
   {
     absl::MutexLock lock(&mu_);
@@ -84,7 +86,7 @@ TcpConnection::~TcpConnection() {
     for (auto& s : sockets_) {
       for (const OutFrame& f : s->outq) cancelling |= f.op != nullptr;
     }
-    healthy = failed_.ok() && !cancelling;
+    healthy = failed_.ok() && !cancelling && !dark;
     closing_ = true;
     if (healthy) {
       // Every socket gets its own CLOSE, so an EOF is never mistaken for a death.
@@ -120,7 +122,7 @@ TcpConnection::~TcpConnection() {
        /*report=*/false);
   // An abrupt close on purpose: say so, where the stream is at a frame
   // boundary, so the peer does not take it for this process dying.
-  if (!healthy) {
+  if (!healthy && !dark) {
     bool mid;
     for (auto& s : sockets_) {
       {
@@ -139,6 +141,10 @@ TcpConnection::~TcpConnection() {
   for (auto& s : sockets_) {
     for (int i = 0; i < 16 && recv(s->fd, sink.get(), kScratchBytes, MSG_DONTWAIT) > 0; ++i) {
     }
+    if (dark) {
+      const linger reset{1, 0};  // close() sends a reset and keeps nothing to retry
+      (void)setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    }
     close(s->fd);
   }
 }
@@ -150,6 +156,7 @@ absl::Status TcpConnection::health() const {
 
 absl::Status TcpConnection::SetSuspended(bool suspended) {
   if (device_->local()) return absl::OkStatus();  // unix sockets: no keepalive
+  suspended_.store(suspended);
   const int on = suspended ? 0 : 1;
   const int quick = 1;
   for (const auto& s : sockets_) {

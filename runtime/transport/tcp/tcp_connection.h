@@ -66,6 +66,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -114,7 +115,9 @@ class TcpConnection : public Connection {
   std::string peer_name() const override { return peer_name_; }
   absl::Status health() const override;
   // Keepalive off while suspended (every socket of the connection), on again
-  // when resumed; the local transport has no keepalive to turn off.
+  // when resumed; the local transport has no keepalive to turn off. A
+  // connection destroyed while suspended closes abortively (a reset, no
+  // CLOSE frame, no FIN that would be retried into a dark path).
   absl::Status SetSuspended(bool suspended) override;
   size_t UnacknowledgedBytes() const override;
   // Local transport: messages received by pulling from the sender's memory.
@@ -164,6 +167,7 @@ class TcpConnection : public Connection {
   const size_t chunk_bytes_;
   const size_t eager_bytes_;
   std::vector<std::unique_ptr<Socket>> sockets_;
+  std::atomic<bool> suspended_{false};  // SetSuspended (TCP only)
   // Local transport: the peer's pid (SO_PEERCRED), 0 otherwise.
   int peer_pid_ = 0;
 
