@@ -241,11 +241,14 @@ TEST(Reconfig, PrepareDeadlineWhileCollectiveIsStuck) {
 // posted on an open link would then write into freed memory.
 TEST(Reconfig, AbortClosesALinkACommitDroppedWhileACollectiveHoldsIt) {
   const std::string spec = Spec(2, "  - {switch: s0, ports: [1, 3]}\n");
+  std::barrier both_hold(2);
   auto statuses =
       RunRanks(2, RankMode::kThreads, [&](int rank, int world, rendezvous::Store& store) {
         ASSIGN_OR_RETURN(auto comm, MakeComm(rank, world, store, spec));
         const int peer = 1 - rank;
         std::vector<DirectLinks> held = comm->BeginTransfer(4);
+        // Neither end closes its link (the Abort below) before both hold it.
+        both_hold.arrive_and_wait();
         if (held[peer].size() != 1)
           return absl::InternalError("the circuit's link was not offered");
         RETURN_IF_ERROR(comm->Commit(router::Topology{1, {}}, absl::Now() + absl::Seconds(5)));
