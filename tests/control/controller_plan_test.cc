@@ -106,6 +106,18 @@ class ControllerPlanTest : public ::testing::Test {
     return p;
   }
 
+  // Worker h0's dispatch row of 1-byte flows, for requests the controller
+  // checks before storing them.
+  cv1::TrafficReport H0DispatchRow() const {
+    cv1::TrafficReport r;
+    r.set_worker_id("h0/w");
+    r.set_host("h0");
+    r.set_direction(cv1::DISPATCH);
+    for (const std::string& h : hosts_) r.add_peer_hosts(h);
+    for (int i = 0; i < kR0.hosts; ++i) r.add_bytes(1);
+    return r;
+  }
+
   // One report from worker h0 (the controller checks it before storing it).
   grpc::Status ReportOne(const cv1::TrafficReport& report) {
     grpc::ClientContext ctx;
@@ -248,12 +260,7 @@ TEST_F(ControllerPlanSlowSwitchTest, ARequestsWindowHidesItsRound) {
 }
 
 TEST_F(ControllerPlanTest, NegativeOrInfiniteWindowIsRejected) {
-  cv1::TrafficReport r;
-  r.set_worker_id("h0/w");
-  r.set_host("h0");
-  r.set_direction(cv1::DISPATCH);
-  for (const std::string& h : hosts_) r.add_peer_hosts(h);
-  for (int i = 0; i < kR0.hosts; ++i) r.add_bytes(1);
+  cv1::TrafficReport r = H0DispatchRow();
   for (double w :
        {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     *r.mutable_plan() = Plan(0, 1, cv1::BACKWARD, cv1::PlanRequest::THIS_MATRIX);
@@ -269,12 +276,7 @@ TEST_F(ControllerPlanTest, NegativeOrInfiniteWindowIsRejected) {
 // A plan for a combine alone comes from its dispatch's observed row, never
 // from a forecast or a combine-shaped row.
 TEST_F(ControllerPlanTest, CombinePlanNeedsItsDispatchRow) {
-  cv1::TrafficReport r;
-  r.set_worker_id("h0/w");
-  r.set_host("h0");
-  r.set_direction(cv1::DISPATCH);
-  for (const std::string& h : hosts_) r.add_peer_hosts(h);
-  for (int i = 0; i < kR0.hosts; ++i) r.add_bytes(1);
+  cv1::TrafficReport r = H0DispatchRow();
   *r.mutable_plan() = Plan(0, 0, cv1::FORWARD, cv1::PlanRequest::PREDICTED, true);
   grpc::Status s = ReportOne(r);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

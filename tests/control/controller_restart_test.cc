@@ -80,6 +80,24 @@ class ControllerRestartTest : public ::testing::Test {
     s.listen = "unix:" + dir_.path() + "/" + sock;
     return s;
   }
+  // Starts a controller, commits one round (pairs 0-1, 2-3) and shuts it
+  // down (within 3 s); `committed` gets the round's epoch.
+  void OneRoundThenStop(const ControllerSetup& setup, uint64_t* committed) {
+    auto server = StartController(setup);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto ch = Connect((*server)->address());
+    auto stub = cv1::Controller::NewStub(ch);
+    auto ws = Workers(ch);
+    std::vector<cv1::TopologyEvent> evs = Round(*stub, ws, 0, {{0, 1}, {2, 3}});
+    ASSERT_FALSE(evs.empty());
+    ASSERT_EQ(evs.back().kind(), cv1::TopologyEvent::COMMIT);
+    *committed = evs.back().topology().epoch();
+    ws.clear();
+    const absl::Time t = absl::Now();
+    (*server)->Shutdown(absl::Seconds(2));
+    EXPECT_LT(absl::Now() - t, absl::Seconds(3));
+  }
+
   TempDir dir_;
   SimSwitch sw_;
   std::string spec_;
@@ -89,21 +107,11 @@ class ControllerRestartTest : public ::testing::Test {
 // starts at epoch 1 and saves 64, commits epoch 2 without saving; the
 // restarted one starts above everything saved, at 65.
 TEST_F(ControllerRestartTest, RestartStartsAboveTheSavedBlock) {
-  {
-    ControllerSetup s = Setup("ctl", "a.sock");
-    s.epoch_block = 64;
-    auto server = StartController(s);
-    ASSERT_TRUE(server.ok()) << server.status();
-    auto ch = Connect((*server)->address());
-    auto stub = cv1::Controller::NewStub(ch);
-    auto ws = Workers(ch);
-    std::vector<cv1::TopologyEvent> evs = Round(*stub, ws, 0, {{0, 1}, {2, 3}});
-    ASSERT_FALSE(evs.empty());
-    ASSERT_EQ(evs.back().kind(), cv1::TopologyEvent::COMMIT);
-    EXPECT_EQ(evs.back().topology().epoch(), 2u);
-    ws.clear();
-    (*server)->Shutdown(absl::Seconds(2));
-  }
+  ControllerSetup first = Setup("ctl", "a.sock");
+  first.epoch_block = 64;
+  uint64_t committed = 0;
+  ASSERT_NO_FATAL_FAILURE(OneRoundThenStop(first, &committed));
+  EXPECT_EQ(committed, 2u);
   ControllerSetup s = Setup("ctl", "b.sock");
   s.epoch_block = 64;
   auto server = StartController(s);
@@ -114,21 +122,7 @@ TEST_F(ControllerRestartTest, RestartStartsAboveTheSavedBlock) {
 
 TEST_F(ControllerRestartTest, RestartResumesWithAHigherEpoch) {
   uint64_t committed = 0;
-  {
-    auto server = StartController(Setup("ctl", "a.sock"));
-    ASSERT_TRUE(server.ok()) << server.status();
-    auto ch = Connect((*server)->address());
-    auto stub = cv1::Controller::NewStub(ch);
-    auto ws = Workers(ch);
-    std::vector<cv1::TopologyEvent> evs = Round(*stub, ws, 0, {{0, 1}, {2, 3}});
-    ASSERT_FALSE(evs.empty());
-    ASSERT_EQ(evs.back().kind(), cv1::TopologyEvent::COMMIT);
-    committed = evs.back().topology().epoch();
-    ws.clear();
-    const absl::Time t = absl::Now();
-    (*server)->Shutdown(absl::Seconds(2));
-    EXPECT_LT(absl::Now() - t, absl::Seconds(3));
-  }
+  ASSERT_NO_FATAL_FAILURE(OneRoundThenStop(Setup("ctl", "a.sock"), &committed));
   auto server = StartController(Setup("ctl", "b.sock"));
   ASSERT_TRUE(server.ok()) << server.status();
   auto ch = Connect((*server)->address());
