@@ -63,14 +63,16 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
                                          std::vector<DirectLinks>* made, absl::Time deadline,
                                          const std::set<std::pair<int, std::string>>& skip_peer) {
   made->assign(world_size_, {});
+  auto skipped = [&](int peer, const std::string& key) {
+    return skip.count(key) != 0 || skip_peer.count({peer, key}) != 0;
+  };
   absl::Mutex first_mu;
   absl::Status first;
   auto connect_peer = [&](int peer, bool initiator) {
     if (!dynamic_[peer]) return;
     for (const router::Path& p : table.PathsTo(hosts_[peer])) {
       if (p.kind != router::PathKind::kOcs) continue;
-      const std::string key = CircuitKey(p, hosts_[peer]);
-      if (skip.count(key) || skip_peer.count({peer, key})) continue;
+      if (skipped(peer, CircuitKey(p, hosts_[peer]))) continue;
       const int lo = std::min(rank_, peer), hi = std::max(rank_, peer);
       const std::string& lo_nic = rank_ == lo ? p.local_nic : p.remote_nic;
       const std::string& hi_nic = rank_ == lo ? p.remote_nic : p.local_nic;
@@ -121,9 +123,9 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
   auto needs = [&](int peer) {
     if (!dynamic_[peer]) return false;
     for (const router::Path& p : table.PathsTo(hosts_[peer])) {
-      if (p.kind != router::PathKind::kOcs) continue;
-      const std::string key = CircuitKey(p, hosts_[peer]);
-      if (!skip.count(key) && !skip_peer.count({peer, key})) return true;
+      if (p.kind == router::PathKind::kOcs && !skipped(peer, CircuitKey(p, hosts_[peer]))) {
+        return true;
+      }
     }
     return false;
   };

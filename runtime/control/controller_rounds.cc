@@ -377,7 +377,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   // (within the block saved last), or saved now with the next block.
   const absl::Time round_start = absl::Now();
   // Phase boundaries (kRoundPhases): decide ends at round_start.
-  absl::Time persisted, prepared, applied_at, settled;
+  absl::Time persisted, applied_at, settled;
   absl::Status saved = absl::OkStatus();
   if (epoch > kMaxFencingEpoch) {
     saved = absl::FailedPreconditionError(
@@ -446,9 +446,8 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
       AbortRoundLocked(epoch, participants, reason, regions);
       return false;
     }
-    prepared = absl::Now();
   }
-  // 4. Drive the switches whose circuits change.
+  // 4. Drive the switches whose circuits change (the prepare phase ends).
   const absl::Time switching_start = absl::Now();
   const auto want = BySwitch(target);
   const auto have = BySwitch(current);
@@ -545,9 +544,9 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   const absl::Time end = absl::Now();
   const absl::Duration took = end - triggered;
   const absl::Duration protocol = std::max(absl::ZeroDuration(), end - round_start - switching);
-  const absl::Duration phase[kRoundPhaseCount] = {round_start - triggered, persisted - round_start,
-                                                  prepared - persisted,    applied_at - prepared,
-                                                  settled - applied_at,    end - settled};
+  const absl::Duration phase[kRoundPhaseCount] = {
+      round_start - triggered,      persisted - round_start, switching_start - persisted,
+      applied_at - switching_start, settled - applied_at,    end - settled};
   for (size_t p = 0; p < kRoundPhaseCount; ++p) metrics_->RoundPhase(p, phase[p]);
   for (int r : regions) {
     for (size_t p = 0; p < kRoundPhaseCount; ++p) regions_[r].phases[p].Add(phase[p]);
