@@ -44,6 +44,7 @@ struct Flags {
   int64_t relay_chunk_bytes = GetSettings().relay_chunk_bytes;
   int routed_search = planner::PlannerOptions{}.routed_search_evaluations;
   int64_t epoch_block = static_cast<int64_t>(control::ControllerOptions{}.epoch_block);
+  std::string warm_paths = control::ControllerOptions{}.warm_paths ? "on" : "off";
   std::string log_level;
   std::string metrics_listen;
   bool metrics_allow_remote = false;
@@ -86,6 +87,7 @@ absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
         absl::StrCat("--epoch-block ", f.epoch_block, ": need >= 1 (1: persist every round)"));
   }
   o.epoch_block = static_cast<uint64_t>(f.epoch_block);
+  o.warm_paths = f.warm_paths == "on";
   // The id is fixed here so that the switch drivers send it too.
   o.controller_id = absl::StrCat("ctl-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
   for (const std::string& arg : f.ocs) {
@@ -165,6 +167,12 @@ int Main(int argc, char** argv) {
   app.add_option("--epoch-block", f.epoch_block,
                  "epochs persisted ahead in --state-dir: a round fsyncs only when its epoch passes "
                  "the last saved one; a restart skips at most this many minus one; 1: every round")
+      ->capture_default_str();
+  app.add_option("--warm-paths", f.warm_paths,
+                 "serve the workers' WarmPaths: once every worker of a region asked, light every "
+                 "OCS NIC pair of the region once (a 1-factorization per switch, then the "
+                 "topology it had) so each worker connects its paths before its first step")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--metrics-listen", f.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: ephemeral, the "

@@ -193,6 +193,13 @@ int main(int argc, char** argv) {
                  "so every round is charged the shortest window (the controller's --overlap-ms)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  std::string warm_paths = o.warm_paths ? "on" : "off";
+  app.add_option("--warm-paths", warm_paths,
+                 "mixnet: before the timed iterations the controller lights every OCS NIC pair "
+                 "once (its warm-up sweep) so each worker connects its paths then; off: the "
+                 "steps connect each circuit pairing the first time it is lit")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--routed-search", o.routed_search,
                  "mixnet and static, with relays: the planner's last step searches circuit sets "
                  "scored by the relay split itself, at most this many splits per plan (the "
@@ -249,6 +256,7 @@ int main(int argc, char** argv) {
   o.relay = relay == "on";
   o.replan_combine = replan_combine == "on";
   o.plan_windows = plan_windows == "on";
+  o.warm_paths = warm_paths == "on";
   o.slow_start_after_idle = !no_ssai;
   o.fabrics.clear();
   for (absl::string_view f : absl::StrSplit(fabrics, ',', absl::SkipEmpty()))

@@ -68,7 +68,11 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
   r.round_ms = r.round_overhead_ms = 0;
   r.round_samples = 0;
   r.round_phases.clear();
+  r.warm_rounds = 0;
+  r.warm_ms = 0;
   for (const auto& region : st.regions()) {
+    r.warm_rounds += static_cast<int64_t>(region.warm_rounds());
+    r.warm_ms = std::max(r.warm_ms, region.warm_ms());
     r.reconfigurations += static_cast<int64_t>(region.rounds_committed());
     r.rounds_aborted += static_cast<int64_t>(region.rounds_aborted());
     r.rounds_skipped += static_cast<int64_t>(region.rounds_skipped());
@@ -216,6 +220,7 @@ class Demo {
     c.route_solver = o_.route_solver;
     c.replan_combine = kind == FabricKind::kMixnet && o_.replan_combine;
     c.plan_windows = o_.plan_windows;
+    c.warm_paths = o_.warm_paths;
     c.switch_ms = shape.switch_ms;
     c.leaf_hosts = kind == FabricKind::kOversub ? o_.leaf_hosts : 0;
     c.uplink_gbps = kind == FabricKind::kOversub ? oversub_uplink_gbps : 0;
@@ -350,7 +355,9 @@ class Demo {
                  "--prepare-deadline-ms",
                  std::to_string(o_.prepare_deadline_ms),
                  "--routed-search",
-                 std::to_string(o_.routed_search)};
+                 std::to_string(o_.routed_search),
+                 "--warm-paths",
+                 o_.warm_paths ? "on" : "off"};
     // The compute every round can hide behind (step.h).
     ctl_argv_.insert(ctl_argv_.end(),
                      {"--overlap-ms", absl::StrCat(ShortestPlanWindowMs(w_.layers(), o_.compute,

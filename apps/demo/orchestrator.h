@@ -77,6 +77,10 @@ struct DemoOptions {
   // all-to-all, PlanRequest.window_ms); off: none, so the controller charges
   // every round the shortest window (--overlap-ms).
   bool plan_windows = true;
+  // mixnet: the warm-up sweep before the timed iterations (controller
+  // --warm-paths, WorkerAgent::WarmPaths); off: the steps connect each
+  // circuit pairing the first time it is lit.
+  bool warm_paths = true;
   // The planner's routed search with relays (controller --routed-search, and
   // static's plan): at most this many relay splits per plan; 0: none.
   int routed_search = 0;

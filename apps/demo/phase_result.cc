@@ -131,6 +131,10 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
         r.retransmits += j.value("retransmits", uint64_t{0});
         r.tcp_opens += j.value("tcp_opens", uint64_t{0});
         r.tcp_resets += j.value("tcp_resets", uint64_t{0});
+        if (j.contains("warm") && j["warm"].is_object()) {
+          const bool done = j["warm"].value("complete", false);
+          r.warm_complete = r.warm_complete < 0 ? done : (r.warm_complete != 0 && done);
+        }
         if (j.contains("agent")) {
           r.agent_commits_max =
               std::max<uint64_t>(r.agent_commits_max, j["agent"].value("commits", uint64_t{0}));

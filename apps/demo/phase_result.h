@@ -94,6 +94,12 @@ struct PhaseResult {
   int64_t rounds_aborted = 0, rounds_skipped = 0;
   uint64_t agent_commits_max = 0;
   uint64_t highest_epoch = 0;
+  // The warm-up sweep before the timed iterations (GetStatus warm_rounds,
+  // warm_ms: its rounds, the restore included, and its wall time), and
+  // whether every worker's ran to its end (-1: no worker asked).
+  int64_t warm_rounds = 0;
+  double warm_ms = 0;
+  int warm_complete = -1;
   // The controller's committed rounds (GetStatus round_*_p50; in the run
   // dir's results/controller.json for `mixnet-demo simulate`): median round
   // from the completed matrix to every COMMITTED, and that less the spec's

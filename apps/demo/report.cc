@@ -205,6 +205,13 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
         static_cast<long>(mix->rounds_aborted), static_cast<long>(mix->rounds_skipped),
         static_cast<long>(mix->plan_waits), static_cast<long>(mix->plans_switched),
         static_cast<long>(mix->plan_timeouts), mix->Mean(&IterationStats::loss_ms));
+    if (mix->warm_complete >= 0) {
+      std::printf(
+          "mixnet: warm-up sweep before the timed iterations: %ld rounds in %.1f ms (%s; not in "
+          "the rounds above)\n",
+          static_cast<long>(mix->warm_rounds), mix->warm_ms,
+          mix->warm_complete != 0 ? "complete" : "INCOMPLETE, see the workers' log");
+    }
     if (mix->round_samples > 0) {
       std::printf(
           "mixnet: a round took %.1f ms (median of %ld; from the completed matrix to every "
@@ -330,6 +337,11 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
       j["busiest_nic_utilisation"] = p.bound.utilisation();
       j["busiest_link"] = p.BusiestLink();
       j["reconfigurations"] = std::max<int64_t>(p.reconfigurations, 0);
+      if (p.warm_complete >= 0) {
+        j["warm_rounds"] = p.warm_rounds;
+        j["warm_ms"] = p.warm_ms;
+        j["warm_complete"] = p.warm_complete != 0;
+      }
       if (p.round_samples > 0) {
         j["round_ms"] = p.round_ms;
         j["round_overhead_ms"] = p.round_overhead_ms;

@@ -50,6 +50,7 @@ std::string RunConfig::ToJson() const {
                       {"route_solver", route_solver},
                       {"replan_combine", replan_combine},
                       {"plan_windows", plan_windows},
+                      {"warm_paths", warm_paths},
                       {"switch_ms", switch_ms},
                       {"leaf_hosts", leaf_hosts},
                       {"uplink_gbps", uplink_gbps},
@@ -100,6 +101,7 @@ absl::StatusOr<RunConfig> RunConfig::FromJson(const std::string& text) {
     c.route_solver = j.value("route_solver", c.route_solver);
     c.replan_combine = j.value("replan_combine", c.replan_combine);
     c.plan_windows = j.value("plan_windows", c.plan_windows);
+    c.warm_paths = j.value("warm_paths", c.warm_paths);
     // Optional: configs written before the simulator's replay read them.
     c.switch_ms = j.value("switch_ms", c.switch_ms);
     c.leaf_hosts = j.value("leaf_hosts", c.leaf_hosts);

@@ -58,6 +58,10 @@ struct RunConfig {
   bool replan_combine = false;
   // mixnet: plan requests carry their windows (step.h); false sends none.
   bool plan_windows = true;
+  // mixnet: before the timed iterations, every worker asks the controller
+  // for the warm-up sweep (WorkerAgent::WarmPaths) so the steps open no
+  // connection.
+  bool warm_paths = true;
   // Not read by the workers: what the simulator needs to replay the phase
   // (`mixnet-demo simulate`, replay.h) beyond the fields above.
   double switch_ms = 25;   // mixnet: the OCS's switching time

@@ -75,6 +75,7 @@ class Worker {
       fin["tcp_opens"] = t->opens() - tcp0.opens();
       fin["tcp_resets"] = t->estab_resets - tcp0.estab_resets;
     }
+    if (!warm_.is_null()) fin["warm"] = warm_;
     if (agent_) {
       const control::WorkerAgentStats s = agent_->stats();
       fin["agent"] = {{"commits", s.commits},
@@ -135,6 +136,19 @@ class Worker {
       ASSIGN_OR_RETURN(agent_, control::WorkerAgent::Start(std::move(ao)));
       RETURN_IF_ERROR(agent_->WaitRegistered(timeout).status());
       agent_->Follow(comm_.get());
+      if (c_.warm_paths) {
+        // Every worker asks; the controller's sweep starts with the last.
+        const control::WarmOutcome o = agent_->WarmPaths(timeout);
+        if (!o.complete) {
+          log::Warn("{} rank {}: warm-up sweep: {} (the steps connect what it did not)", c_.fabric,
+                    rank_, o.reason);
+        }
+        warm_ = nlohmann::json{{"enabled", o.enabled},
+                               {"complete", o.complete},
+                               {"rounds", o.rounds},
+                               {"waited_ms", absl::ToDoubleMilliseconds(o.waited)},
+                               {"reason", o.reason}};
+      }
     }
     if (rank_ == 0 && !c_.uplink_netns.empty()) {
       ASSIGN_OR_RETURN(uplinks_, RemoteLinkCounters::Open(c_.uplink_netns, c_.uplinks));
@@ -322,6 +336,7 @@ class Worker {
   std::unique_ptr<rendezvous::Store> store_;
   std::unique_ptr<collectives::Communicator> comm_;
   std::unique_ptr<control::WorkerAgent> agent_;
+  nlohmann::json warm_;  // the warm-up sweep's outcome (null: not asked)
   std::unique_ptr<RemoteLinkCounters> uplinks_;
   Exchange x_;
   AlltoallTimes times_{w_.layers()};  // this iteration's, for the report rows

@@ -523,6 +523,8 @@ v1::ControllerStatus Controller::GetStatus() const {
       ph->set_p99_ms(absl::ToDoubleMilliseconds(st.p99));
       ph->set_samples(st.samples);
     }
+    rs->set_warm_rounds(regions_[r].warm_rounds);
+    rs->set_warm_ms(regions_[r].warm_ms);
   }
   return st;
 }

@@ -87,6 +87,10 @@ struct ControllerOptions {
   // skip the fsyncs; a restarted controller starts above the saved epoch
   // (skipping at most epoch_block - 1 epochs). 1: every round persists.
   uint64_t epoch_block = 64;
+  // Serve WarmPaths: once every worker of a region has asked, run the
+  // region's warm-up sweep (warm_sweep.h) and restore the topology it had.
+  // Off: WarmPaths answers enabled = false.
+  bool warm_paths = true;
   std::string controller_id;  // default "ctl-<hostname>-<pid>-<start ms>"
 };
 
@@ -120,6 +124,10 @@ class Controller {
   absl::Status Report(const v1::TrafficReport& report);
   absl::Status Ack(const v1::AckTopologyRequest& request);
   v1::ControllerStatus GetStatus() const;
+  // The worker asks for its region's warm-up sweep (see WarmPathsRequest in
+  // the proto). NotFound for an unregistered worker, FailedPrecondition for
+  // one without a watch stream (WARMED would have nowhere to go).
+  absl::StatusOr<v1::WarmPathsResponse> WarmPaths(const v1::WarmPathsRequest& request);
 
   // A watch stream: Watch returns a handle whose first event is the
   // SNAPSHOT; NextEvent waits up to `wait` for the next one.
@@ -139,7 +147,8 @@ class Controller {
     std::string worker_id;
     std::string host;
     int region = -1;
-    uint64_t watch_gen = 0;  // 0: no watch stream
+    uint64_t watch_gen = 0;   // 0: no watch stream
+    bool warm_asked = false;  // WarmPaths called
     std::deque<v1::TopologyEvent> events;
   };
   static constexpr size_t kRoundSamples = 64;
@@ -162,6 +171,13 @@ class Controller {
     // The same rounds phase by phase (kRoundPhases order).
     std::vector<DurationWindow> phases =
         std::vector<DurationWindow>(kRoundPhaseCount, DurationWindow(kRoundSamples));
+    // The warm-up sweep: cold until every worker asked, queued for the
+    // planner thread, then done (WARMED sent; later askers get it at once).
+    enum class Warm { kCold, kQueued, kDone } warm = Warm::kCold;
+    uint64_t warm_rounds = 0;  // committed sweep rounds (the restore included)
+    double warm_ms = 0;
+    bool warm_complete = false;
+    std::string warm_reason{};  // why it stopped early, empty when complete
   };
   struct Round {
     uint64_t epoch = 0;
@@ -194,6 +210,14 @@ class Controller {
     double current_ms = 0;    // ... on the installed topology
   };
 
+  // controller_warm.cc
+  // Queues the region's sweep once every worker of it asked and watches and
+  // every host of it has a worker.
+  void MaybeQueueWarmLocked(int region) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWarmedLocked(int region, const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunWarmSweep(int region);  // planner thread
+
   // controller_rounds.cc (planner thread)
   void PlannerLoop();
   void PlanAndRun(std::vector<Completed> batch);
@@ -203,11 +227,12 @@ class Controller {
   // `routing` (by region, router v2): the demand each region was planned
   // for, sent with COMMIT to that region's workers. `triggered`: when the
   // matrix the round was planned from completed (the round's timing starts
-  // there; RegionStatus.round_ms_p50).
+  // there; RegionStatus.round_ms_p50). `warm`: a warm-up sweep round, counted
+  // in RegionState::warm_rounds and kept out of the round times.
   bool RunRound(const std::vector<cluster::CircuitSpec>& target, const std::set<int>& regions,
                 const GateKey& key, absl::Time triggered,
                 const std::map<int, PlanAnswer>& answers = {},
-                const std::map<int, v1::Routing>& routing = {});
+                const std::map<int, v1::Routing>& routing = {}, bool warm = false);
   // DECISION for `a` to the watching workers of `region` (with `routing`
   // when given: the weights for the installed topology).
   void SendDecisionLocked(int region, const PlanAnswer& a, bool reconfigure, uint64_t epoch,
@@ -248,6 +273,8 @@ class Controller {
   std::vector<RegionState> regions_ ABSL_GUARDED_BY(mu_);
   std::deque<Completed> completed_ ABSL_GUARDED_BY(mu_);
   std::optional<Round> round_ ABSL_GUARDED_BY(mu_);
+  std::string last_abort_ ABSL_GUARDED_BY(mu_);      // the latest aborted round's reason
+  std::deque<int> warm_queue_ ABSL_GUARDED_BY(mu_);  // regions whose sweep is due
   uint64_t next_watch_gen_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -52,13 +52,15 @@ void Controller::PlannerLoop() {
       std::clamp(opt_.report_timeout / 4, absl::Milliseconds(5), absl::Milliseconds(100));
   while (true) {
     std::vector<Completed> batch;
+    std::deque<int> warm;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutdown_ || !completed_.empty();
+        return shutdown_ || !completed_.empty() || !warm_queue_.empty();
       };
       mu_.AwaitWithTimeout(absl::Condition(&ready), tick);
       if (shutdown_) break;
+      warm.swap(warm_queue_);
       const absl::Time now = absl::Now();
       for (size_t r = 0; r < regions_.size(); ++r) {
         for (CompletedMatrix& m : regions_[r].reports.Expire(ExpectedLocked(static_cast<int>(r)),
@@ -70,6 +72,9 @@ void Controller::PlannerLoop() {
                    std::make_move_iterator(completed_.end()));
       completed_.clear();
     }
+    // A sweep runs before the plans that waited for it (its workers ask
+    // before their first step; plan requests that came meanwhile wait).
+    for (int r : warm) RunWarmSweep(r);
     if (!batch.empty()) PlanAndRun(std::move(batch));
   }
   for (size_t r = 0; r < accuracy_.size(); ++r) {
@@ -352,13 +357,14 @@ void Controller::AbortRoundLocked(uint64_t epoch, const std::set<std::string>& t
   for (int r : regions) regions_[r].aborted++;
   metrics_->Round(ControllerMetrics::RoundOutcome::kAborted);
   round_.reset();
+  last_abort_ = reason;
   log::Warn("controller: epoch {} aborted: {}", epoch, reason);
 }
 
 bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
                           const std::set<int>& regions, const GateKey& key, absl::Time triggered,
                           const std::map<int, PlanAnswer>& answers,
-                          const std::map<int, v1::Routing>& routing) {
+                          const std::map<int, v1::Routing>& routing, bool warm) {
   const std::vector<CircuitKey> target = Normalized(target_specs);
   uint64_t epoch = 0;
   std::vector<CircuitKey> current;
@@ -427,7 +433,8 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     round_ = Round{epoch, false, participants, {}};
     log::Info(
         "controller: epoch {}: PREPARE region(s) {} for {} ({} removed, {} added, {} workers)",
-        epoch, names, KeyString(key), removed.size(), added.size(), participants.size());
+        epoch, names, warm ? std::string("the warm-up sweep") : KeyString(key), removed.size(),
+        added.size(), participants.size());
     // 3. Wait for every PREPARED (an error ack or the deadline aborts).
     auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return shutdown_ || round_->waiting.empty() || !round_->errors.empty();
@@ -526,7 +533,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     *with.mutable_routing() = rt->second;
     SendLocked(w, std::move(with));
   }
-  for (int r : regions) regions_[r].committed++;
+  for (int r : regions) (warm ? regions_[r].warm_rounds : regions_[r].committed)++;
   metrics_->Round(ControllerMetrics::RoundOutcome::kCommitted);
   round_ = Round{epoch, true, to, {}};
   log::Info("controller: epoch {}: COMMIT region(s) {} ({} switches changed, {} workers)", epoch,
@@ -547,8 +554,11 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   const absl::Duration phase[kRoundPhaseCount] = {
       round_start - triggered,      persisted - round_start, switching_start - persisted,
       applied_at - switching_start, settled - applied_at,    end - settled};
-  for (size_t p = 0; p < kRoundPhaseCount; ++p) metrics_->RoundPhase(p, phase[p]);
+  // A sweep round's commit makes every connection over its circuits: not
+  // what a planned round costs, so it stays out of the round times.
+  for (size_t p = 0; p < kRoundPhaseCount && !warm; ++p) metrics_->RoundPhase(p, phase[p]);
   for (int r : regions) {
+    if (warm) break;
     for (size_t p = 0; p < kRoundPhaseCount; ++p) regions_[r].phases[p].Add(phase[p]);
     regions_[r].round.Add(took);
     regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
@@ -561,7 +571,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
       "{:.1f} ms protocol",
       epoch, absl::ToDoubleMilliseconds(took), absl::ToDoubleMilliseconds(switching),
       absl::ToDoubleMilliseconds(protocol));
-  metrics_->RoundTime(absl::Now() - round_start);
+  if (!warm) metrics_->RoundTime(absl::Now() - round_start);
   // 7. Learn how long the switches just took (for the next Decide / Apply).
   RefreshApplyTiming(applied);
   return true;

@@ -187,6 +187,17 @@ grpc::Status ControllerService::GetStatus(grpc::ServerContext* context, const v1
   return grpc::Status::OK;
 }
 
+grpc::Status ControllerService::WarmPaths(grpc::ServerContext* context,
+                                          const v1::WarmPathsRequest* request,
+                                          v1::WarmPathsResponse* response) {
+  CallCounter calls(in_flight_);
+  if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
+  absl::StatusOr<v1::WarmPathsResponse> r = c_->WarmPaths(*request);
+  if (!r.ok()) return ToGrpc(r.status());
+  *response = *std::move(r);
+  return grpc::Status::OK;
+}
+
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     std::unique_ptr<Controller> controller, const ServerOptions& options) {
   if (options.listen.empty() || options.listen == "unix:") {

@@ -56,6 +56,8 @@ class ControllerService final
                            v1::AckTopologyResponse* response) override;
   grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
                          v1::ControllerStatus* response) override;
+  grpc::Status WarmPaths(grpc::ServerContext* context, const v1::WarmPathsRequest* request,
+                         v1::WarmPathsResponse* response) override;
 
  private:
   Controller* const c_;

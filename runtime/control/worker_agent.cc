@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <thread>
@@ -102,6 +103,54 @@ class WorkerAgent::Impl {
 
   PlanOutcome AwaitPlan(const PlanTarget& target, absl::Duration timeout) {
     return plans_.Await(target, timeout);
+  }
+
+  WarmOutcome WarmPaths(absl::Duration timeout) {
+    const absl::Time start = absl::Now();
+    const absl::Time deadline = start + timeout;
+    WarmOutcome out;
+    auto done = [&](std::string reason) {
+      out.reason = std::move(reason);
+      out.waited = absl::Now() - start;
+      return out;
+    };
+    {
+      absl::MutexLock l(&mu_);
+      warmed_ = false;
+      auto watching = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return watching_ || stop_; };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&watching), deadline) || !watching_) {
+        out.timed_out = true;
+        return done(absl::StrCat("worker ", o_.worker_id, ": no topology watch on controller ",
+                                 o_.controller, " within ", absl::FormatDuration(timeout)));
+      }
+    }
+    v1::WarmPathsRequest req;
+    req.set_worker_id(o_.worker_id);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + o_.rpc_timeout)));
+    v1::WarmPathsResponse resp;
+    if (absl::Status st = FromGrpc(stub_->WarmPaths(&ctx, req, &resp),
+                                   absl::StrCat("WarmPaths on controller ", o_.controller));
+        !st.ok()) {
+      return done(st.ToString());
+    }
+    out.enabled = resp.enabled();
+    out.planned = resp.rounds();
+    if (!resp.enabled()) {
+      return done(
+          absl::StrCat("controller ", o_.controller, " runs no warm-up sweep (--warm-paths off)"));
+    }
+    absl::MutexLock l(&mu_);
+    auto warmed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return warmed_ || stop_; };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&warmed), deadline) || !warmed_) {
+      out.timed_out = true;
+      return done(absl::StrCat("worker ", o_.worker_id, ": no WARMED from controller ",
+                               o_.controller, " within ", absl::FormatDuration(timeout),
+                               " (a worker of the region that did not ask holds the sweep)"));
+    }
+    out.complete = warm_.complete;
+    out.rounds = warm_.rounds;
+    return done(warm_.reason);
   }
 
   WorkerAgentStats stats() const {
@@ -245,9 +294,23 @@ class WorkerAgent::Impl {
         {
           absl::MutexLock l(&mu_);
           committed_ = target;
+          watching_ = true;
         }
         absl::MutexLock fl(&follower_mu_);
         InstallIfNewer(target, "snapshot");
+        return;
+      }
+      case v1::TopologyEvent::WARMED: {
+        log::Info("worker {}: warm-up sweep {} after {} rounds{}", o_.worker_id,
+                  ev.warm_complete() ? "done" : "incomplete", ev.warm_rounds(),
+                  ev.reason().empty() ? "" : absl::StrCat(" (", ev.reason(), ")"));
+        absl::MutexLock l(&mu_);
+        warmed_ = true;
+        warm_ = WarmOutcome{};
+        warm_.enabled = true;
+        warm_.complete = ev.warm_complete();
+        warm_.rounds = ev.warm_rounds();
+        warm_.reason = ev.reason();
         return;
       }
       case v1::TopologyEvent::PREPARE: {
@@ -385,6 +448,7 @@ class WorkerAgent::Impl {
         absl::MutexLock l(&mu_);
         watch_ctx_ = nullptr;
         registered_ = false;
+        watching_ = false;
         stats_.registered = false;
         if (stop_) break;
         last_error_ = FromGrpc(gs, absl::StrCat("topology watch on controller ", o_.controller));
@@ -495,6 +559,9 @@ class WorkerAgent::Impl {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool ever_registered_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  bool watching_ ABSL_GUARDED_BY(mu_) = false;  // a SNAPSHOT came on the current stream
+  bool warmed_ ABSL_GUARDED_BY(mu_) = false;    // WARMED came since WarmPaths asked
+  WarmOutcome warm_ ABSL_GUARDED_BY(mu_);
   router::Topology committed_ ABSL_GUARDED_BY(mu_);
   std::string controller_id_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
@@ -533,6 +600,7 @@ absl::StatusOr<router::Topology> WorkerAgent::WaitRegistered(absl::Duration time
 void WorkerAgent::Follow(router::TopologyFollower* follower) { impl_->Follow(follower); }
 void WorkerAgent::Report(TrafficRow row) { impl_->Report(std::move(row)); }
 WorkerAgentStats WorkerAgent::stats() const { return impl_->stats(); }
+WarmOutcome WorkerAgent::WarmPaths(absl::Duration timeout) { return impl_->WarmPaths(timeout); }
 PlanOutcome WorkerAgent::AwaitPlan(const PlanTarget& target, absl::Duration timeout) {
   return impl_->AwaitPlan(target, timeout);
 }

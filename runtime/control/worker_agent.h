@@ -85,6 +85,17 @@ struct WorkerAgentStats {
   uint64_t reconnects = 0;  // registrations after the first
 };
 
+// The outcome of WarmPaths.
+struct WarmOutcome {
+  bool enabled = false;    // the controller runs warm-up sweeps
+  bool complete = false;   // this region's sweep ran to its end
+  bool timed_out = false;  // no WARMED within the timeout
+  uint32_t rounds = 0;     // sweep rounds committed (the restore included)
+  uint32_t planned = 0;    // ... the controller announced for the region
+  std::string reason;      // why not complete
+  absl::Duration waited;
+};
+
 class WorkerAgent {
  public:
   // Starts the threads and returns at once; registration goes on in the
@@ -112,6 +123,14 @@ class WorkerAgent {
   // here (COMMIT installed, or ABORT); at most `timeout`. The outcome says
   // which, and how long the call waited.
   PlanOutcome AwaitPlan(const PlanTarget& target, absl::Duration timeout);
+
+  // Asks the controller for the region's warm-up sweep and waits (at most
+  // `timeout`) for its end: every OCS NIC pair the region's circuits can
+  // join is lit once and the follower connects (then keeps, suspended) its
+  // paths over it, so that the job's steps open none. Call once, after
+  // Follow and before the first step, on every worker of the region: the
+  // sweep starts when all of them asked. Waits for the watch stream first.
+  WarmOutcome WarmPaths(absl::Duration timeout);
 
   WorkerAgentStats stats() const;
 

@@ -52,3 +52,9 @@ mixnet_add_test(NAME controller_metrics_test
   TIMEOUT 60)
 mixnet_build_paths(controller_metrics_test MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>")
 add_dependencies(controller_metrics_test mixnet-controller)
+# The warm-up sweep's rounds (pure; closed-form counts).
+mixnet_add_test(NAME warm_sweep_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/warm_sweep_test.cc
+  LIBS mixnet_control_controller
+  LABELS cpu
+  TIMEOUT 60)

@@ -4,6 +4,9 @@
 // follower and the switch, a follower that cannot drain aborts the round,
 // and a restarted controller's newer SNAPSHOT is installed by the agents.
 #include <atomic>
+#include <optional>
+#include <set>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -103,6 +106,135 @@ TEST(ControllerAgentTest, AgentsFollowRoundsAbortsAndARestart) {
   }
   agents.clear();
   (*again)->Shutdown(absl::Seconds(1));
+}
+
+// Four agents with recording followers on one controller (sim switch, 1 ms).
+struct AgentRig {
+  TempDir dir;
+  ControllerSetup setup;
+  std::unique_ptr<control::ControllerServer> server;
+  std::vector<std::unique_ptr<Follower>> followers;
+  std::vector<std::unique_ptr<control::WorkerAgent>> agents;
+  std::optional<SimSwitch> sw;
+
+  void Start(bool warm_paths) {
+    ASSERT_FALSE(dir.path().empty());
+    auto s = StartSimSwitch(dir.path(), "ocs0");
+    ASSERT_TRUE(s.ok()) << s.status();
+    sw = std::move(*s);
+    setup.spec_yaml = MakeSpecYaml({kR0}, {"ocs0"});
+    setup.switches["ocs0"] = sw->address;
+    setup.state_dir = dir.path() + "/ctl";
+    setup.listen = "unix:" + dir.path() + "/ctl.sock";
+    setup.prepare_deadline = absl::Milliseconds(400);
+    setup.warm_paths = warm_paths;
+    auto started = StartController(setup);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server = std::move(*started);
+    for (const std::string& h : kHosts) {
+      control::WorkerAgentOptions o;
+      o.controller = setup.listen;
+      o.worker_id = h + "/agent";
+      o.host = h;
+      auto agent = control::WorkerAgent::Start(o);
+      ASSERT_TRUE(agent.ok()) << agent.status();
+      ASSERT_TRUE((*agent)->WaitRegistered(absl::Seconds(10)).ok());
+      followers.push_back(std::make_unique<Follower>());
+      (*agent)->Follow(followers.back().get());
+      agents.push_back(std::move(*agent));
+    }
+  }
+  ~AgentRig() {
+    agents.clear();
+    if (server) server->Shutdown(absl::Seconds(1));
+  }
+};
+
+// Every agent's WarmPaths, each on its own thread (the sweep starts when the
+// last one asks).
+std::vector<control::WarmOutcome> WarmAll(AgentRig& rig, absl::Duration timeout) {
+  std::vector<control::WarmOutcome> out(rig.agents.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < rig.agents.size(); ++i) {
+    threads.emplace_back([&, i] { out[i] = rig.agents[i]->WarmPaths(timeout); });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+TEST(ControllerAgentTest, WarmSweepLightsEveryPortPairOnceThenRestores) {
+  AgentRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Start(/*warm_paths=*/true));
+  // Three of four ask: nothing moves until the fourth does.
+  std::vector<control::WarmOutcome> early(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] { early[i] = rig.agents[i]->WarmPaths(absl::Seconds(20)); });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  for (auto& f : rig.followers) EXPECT_EQ(f->commits().size(), 1u) << f->Calls();  // the snapshot
+  const control::WarmOutcome last = rig.agents[3]->WarmPaths(absl::Seconds(20));
+  for (std::thread& t : threads) t.join();
+  early.push_back(last);
+  // K4's three perfect matchings, then the empty topology it had.
+  for (const control::WarmOutcome& o : early) {
+    EXPECT_TRUE(o.enabled);
+    EXPECT_TRUE(o.complete) << o.reason;
+    EXPECT_FALSE(o.timed_out);
+    EXPECT_EQ(o.rounds, 4u);
+    EXPECT_EQ(o.planned, 4u);
+  }
+  for (auto& f : rig.followers) {
+    const std::vector<router::Topology> c = f->commits();
+    ASSERT_EQ(c.size(), 5u) << f->Calls();
+    std::set<std::pair<int, int>> lit;
+    for (size_t i = 1; i <= 3; ++i) {
+      EXPECT_EQ(c[i].epoch, i + 1);
+      EXPECT_EQ(c[i].circuits.size(), 2u);
+      for (const cluster::CircuitSpec& k : c[i].circuits) lit.emplace(k.port_a, k.port_b);
+    }
+    EXPECT_EQ(lit, (std::set<std::pair<int, int>>{{1, 2}, {1, 3}, {1, 4}, {2, 3}, {2, 4}, {3, 4}}));
+    EXPECT_EQ(c[4].epoch, 5u);
+    EXPECT_TRUE(c[4].circuits.empty());
+  }
+  auto held = ReadSwitch(rig.sw->address);
+  ASSERT_TRUE(held.ok());
+  EXPECT_TRUE(held->first.empty());
+  const cv1::ControllerStatus st = rig.server->controller().GetStatus();
+  EXPECT_EQ(st.regions(0).warm_rounds(), 4u);
+  EXPECT_GT(st.regions(0).warm_ms(), 0);
+  EXPECT_EQ(st.regions(0).rounds_committed(), 0u);  // sweep rounds are counted apart
+  EXPECT_EQ(st.regions(0).round_samples(), 0u);
+  // Asking again once the region is warm answers at once, no new round.
+  const control::WarmOutcome again = rig.agents[0]->WarmPaths(absl::Seconds(5));
+  EXPECT_TRUE(again.complete) << again.reason;
+  EXPECT_EQ(again.rounds, 4u);
+  EXPECT_EQ(rig.followers[0]->commits().size(), 5u);
+}
+
+TEST(ControllerAgentTest, WarmSweepOffOrStoppedByAWorkerThatCannotPrepare) {
+  {
+    AgentRig rig;
+    ASSERT_NO_FATAL_FAILURE(rig.Start(/*warm_paths=*/false));
+    const control::WarmOutcome o = rig.agents[0]->WarmPaths(absl::Seconds(5));
+    EXPECT_FALSE(o.enabled);
+    EXPECT_FALSE(o.complete);
+    EXPECT_FALSE(o.timed_out);
+    EXPECT_NE(o.reason.find("--warm-paths off"), std::string::npos) << o.reason;
+    EXPECT_LT(o.waited, absl::Seconds(2));
+  }
+  AgentRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Start(/*warm_paths=*/true));
+  rig.followers[2]->block_prepare = true;
+  for (const control::WarmOutcome& o : WarmAll(rig, absl::Seconds(20))) {
+    EXPECT_TRUE(o.enabled);
+    EXPECT_FALSE(o.complete);
+    EXPECT_EQ(o.rounds, 0u);  // the first round aborted: nothing to restore
+    EXPECT_NE(o.reason.find("sweep round 1 of 3"), std::string::npos) << o.reason;
+    EXPECT_NE(o.reason.find("h2/agent"), std::string::npos) << o.reason;
+  }
+  for (auto& f : rig.followers) EXPECT_TRUE(f->WaitFor("abort 2")) << f->Calls();
+  EXPECT_EQ(rig.server->controller().GetStatus().regions(0).rounds_aborted(), 1u);
 }
 
 }  // namespace

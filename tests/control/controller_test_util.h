@@ -124,6 +124,7 @@ struct ControllerSetup {
   absl::Duration report_timeout = absl::Seconds(2);
   std::string metrics_listen;  // ServerOptions::metrics_listen (empty: no metrics endpoint)
   uint64_t epoch_block = 1;    // ControllerOptions::epoch_block (1: every round persists)
+  bool warm_paths = true;      // ControllerOptions::warm_paths
   // Drivers used instead of OcsSwitchDrivers to `switches` (fakes).
   std::map<std::string, std::shared_ptr<control::SwitchDriver>> drivers;
 };
@@ -140,6 +141,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   o.commit_deadline = s.commit_deadline;
   o.report_timeout = s.report_timeout;
   o.epoch_block = s.epoch_block;
+  o.warm_paths = s.warm_paths;
   o.switch_timeout = absl::Seconds(5);
   for (const auto& [name, addr] : s.switches) {
     ocs::OcsClientOptions co;

@@ -1,6 +1,6 @@
 // A router::TopologyFollower for control-plane tests: records every call as
 // text ("prepare 2", "commit 2 circuits 1", "abort 3", "routing v2 hosts 2
-// bytes 4"), installs the epoch on
+// bytes 4") and every committed topology, installs the epoch on
 // Commit, and can be told to make Prepare miss its deadline (as a worker
 // whose drain is stuck). Calls come from the agent's event thread; the test
 // thread reads and waits. Header-only.
@@ -31,6 +31,10 @@ class RecordingFollower final : public router::TopologyFollower {
   }
   absl::Status Commit(const router::Topology& target, absl::Time) override {
     Record(absl::StrCat("commit ", target.epoch, " circuits ", target.circuits.size()));
+    {
+      absl::MutexLock l(&mu_);
+      commits_.push_back(target);
+    }
     installed_.store(target.epoch);
     return absl::OkStatus();
   }
@@ -48,6 +52,11 @@ class RecordingFollower final : public router::TopologyFollower {
     return calls_;
   }
   std::string Calls() { return absl::StrJoin(calls(), "; "); }
+  // Every topology Commit was given, in order.
+  std::vector<router::Topology> commits() {
+    absl::MutexLock l(&mu_);
+    return commits_;
+  }
   // Waits until `call` was recorded.
   bool WaitFor(const std::string& call, absl::Duration timeout = absl::Seconds(10)) {
     absl::MutexLock l(&mu_);
@@ -67,6 +76,7 @@ class RecordingFollower final : public router::TopologyFollower {
   }
   absl::Mutex mu_;
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<router::Topology> commits_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> installed_{0};
 };
 
