@@ -209,6 +209,9 @@ absl::Status Communicator::Init(CommunicatorOptions& o) {
   }
   pull_chunk_bytes_ = o.pull_chunk_bytes;
   connect_timeout_ = o.connect_timeout;
+  path_stall_ = o.device_options.stall_timeout > absl::ZeroDuration()
+                    ? o.device_options.stall_timeout
+                    : absl::Milliseconds(std::max<int64_t>(0, GetSettings().path_stall_ms));
   const cluster::ClusterSpec& spec = spec_;
   router::Topology topology = o.topology.value_or(router::Topology{0, spec.circuits});
   ASSIGN_OR_RETURN(routes_, router::BuildRouteTable(spec, topology, o.host));

@@ -313,17 +313,27 @@ class Communicator : public router::TopologyFollower {
   // Connects a direct link over each circuit of `table` (to a dynamic peer)
   // whose CircuitKey is not in `skip`, dialling higher ranks first, then
   // accepting lower ones. Links that cannot be made are left out; the first
-  // error is returned. `made` gets one list per peer.
+  // error is returned. `made` gets one list per peer. Each link's attempt
+  // ends at `deadline` or after `attempt` (Commit: the stall time, so that a
+  // circuit that stays dark costs that long, not every later link's turn).
   absl::Status ConnectDirect(const router::RouteTable& table, uint64_t epoch,
                              const std::set<std::string>& skip, std::vector<DirectLinks>* made,
                              absl::Time deadline,
-                             const std::set<std::pair<int, std::string>>& skip_peer = {});
+                             const std::set<std::pair<int, std::string>>& skip_peer = {},
+                             absl::Duration attempt = absl::InfiniteDuration());
   // Commit: takes the suspended links to circuits of `table` not in `have`
   // out of the suspended set and resumes those that answer a probe (one
-  // byte each way on the link, both ends at once, by `deadline`); kills the
-  // others. Returns the resumed ones per peer.
+  // byte each way on the link, both ends at once, by `deadline` and within
+  // the stall time); kills the others. Returns the resumed ones per peer;
+  // `dark` gets the (peer, CircuitKey) of the probes that went unanswered
+  // (the circuit did not come back: not re-dialled in this Commit).
   std::vector<DirectLinks> ResumeDirect(const router::RouteTable& table,
-                                        const std::set<std::string>& have, absl::Time deadline);
+                                        const std::set<std::string>& have, absl::Time deadline,
+                                        std::set<std::pair<int, std::string>>* dark);
+  // How long a Commit waits for one direct link (probe or connect): the
+  // stall time (MIXNET_PATH_STALL_MS, the transports' verdict on a silent
+  // path), or the connect timeout when there is none.
+  absl::Duration CommitAttempt() const;
   // Closes the least recently suspended links beyond suspended_paths_.
   void EvictSuspendedLocked(DirectLinks* closing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(topo_mu_);
   // Pins the devices' progress threads (see CommunicatorOptions::progress_cpus).
@@ -340,6 +350,7 @@ class Communicator : public router::TopologyFollower {
   int world_size_ = 1;
   absl::Duration timeout_;
   absl::Duration connect_timeout_;
+  absl::Duration path_stall_;  // the OCS devices' stall timeout (0: none)
   std::string transport_;
   std::string router_ = "v2";
   size_t relay_chunk_bytes_ = 256 << 10;

@@ -61,7 +61,8 @@ std::set<std::string> Communicator::DirectKeys(const router::RouteTable& table) 
 absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64_t epoch,
                                          const std::set<std::string>& skip,
                                          std::vector<DirectLinks>* made, absl::Time deadline,
-                                         const std::set<std::pair<int, std::string>>& skip_peer) {
+                                         const std::set<std::pair<int, std::string>>& skip_peer,
+                                         absl::Duration attempt) {
   made->assign(world_size_, {});
   auto skipped = [&](int peer, const std::string& key) {
     return skip.count(key) != 0 || skip_peer.count({peer, key}) != 0;
@@ -91,8 +92,8 @@ absl::Status Communicator::ConnectDirect(const router::RouteTable& table, uint64
         c.connection_id = id;
         c.initiator = initiator;
         c.peer_name = name;
-        c.timeout =
-            std::max(absl::Milliseconds(1), std::min(connect_timeout_, deadline - absl::Now()));
+        c.timeout = std::max(absl::Milliseconds(1),
+                             std::min({connect_timeout_, attempt, deadline - absl::Now()}));
         const absl::Time t0 = absl::Now();
         absl::StatusOr<std::unique_ptr<transport::Connection>> conn = dev->second->Connect(c);
         if (absl::Now() - t0 > absl::Milliseconds(20)) {
@@ -313,14 +314,18 @@ absl::Status Communicator::Commit(const router::Topology& target, absl::Time dea
   }
   // Circuits seen before: their suspended links resume; only the others
   // are connected.
-  std::vector<DirectLinks> resumed = ResumeDirect(*table, have, deadline);
-  std::set<std::pair<int, std::string>> resumed_keys;
+  // A probe that goes unanswered within the stall time means the circuit
+  // did not come back: that link is not re-dialled now (EPS carries its
+  // bytes until a later Commit brings the circuit again).
+  std::set<std::pair<int, std::string>> skip_keys;
+  std::vector<DirectLinks> resumed = ResumeDirect(*table, have, deadline, &skip_keys);
   for (int peer = 0; peer < world_size_; ++peer) {
     for (const auto& l : resumed[peer])
-      resumed_keys.insert({peer, CircuitKey(l->path(), hosts_[peer])});
+      skip_keys.insert({peer, CircuitKey(l->path(), hosts_[peer])});
   }
   std::vector<DirectLinks> made;
-  absl::Status st = ConnectDirect(*table, target.epoch, have, &made, deadline, resumed_keys);
+  absl::Status st =
+      ConnectDirect(*table, target.epoch, have, &made, deadline, skip_keys, CommitAttempt());
   DirectLinks dropped;
   {
     absl::MutexLock lock(&topo_mu_);
@@ -393,9 +398,15 @@ void Communicator::Abort(uint64_t epoch) {
   }
 }
 
+absl::Duration Communicator::CommitAttempt() const {
+  return path_stall_ > absl::ZeroDuration() ? std::min(path_stall_, connect_timeout_)
+                                            : connect_timeout_;
+}
+
 std::vector<DirectLinks> Communicator::ResumeDirect(const router::RouteTable& table,
                                                     const std::set<std::string>& have,
-                                                    absl::Time deadline) {
+                                                    absl::Time deadline,
+                                                    std::set<std::pair<int, std::string>>* dark) {
   std::vector<DirectLinks> out(world_size_);
   DirectLinks candidates, dead;
   {
@@ -436,7 +447,7 @@ std::vector<DirectLinks> Communicator::ResumeDirect(const router::RouteTable& ta
     if (s.ok()) pr.send = *std::move(s);
     pr.status = !r.ok() ? r.status() : s.status();
   }
-  const absl::Time until = std::min(deadline, absl::Now() + connect_timeout_);
+  const absl::Time until = std::min(deadline, absl::Now() + CommitAttempt());
   for (Probe& pr : probes) {
     if (pr.status.ok())
       pr.status = pr.recv->Wait(std::max(absl::ZeroDuration(), until - absl::Now()));
@@ -448,9 +459,13 @@ std::vector<DirectLinks> Communicator::ResumeDirect(const router::RouteTable& ta
       out[peer].push_back(std::move(pr.link));
       continue;
     }
-    log::Warn("rank {}: direct link to {} via circuit {}->{} not resumed (re-made): {}", rank_,
+    // Unanswered: the circuit is dark (or the peer is not probing); an
+    // error: the link broke while suspended, re-made now by both ends.
+    const bool silent = absl::IsDeadlineExceeded(pr.status);
+    if (silent) dark->insert({peer, CircuitKey(pr.link->path(), hosts_[peer])});
+    log::Warn("rank {}: direct link to {} via circuit {}->{} not resumed ({}): {}", rank_,
               PeerName(peer), pr.link->path().local_nic, pr.link->path().remote_nic,
-              pr.status.ToString());
+              silent ? "no answer: EPS carries its bytes" : "re-made", pr.status.ToString());
     pr.send.reset();
     pr.recv.reset();
     dead.push_back(std::move(pr.link));

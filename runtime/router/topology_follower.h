@@ -22,8 +22,9 @@
 //    using those over circuits that are gone (closing or suspending their
 //    connections), and installs `target` (route table of target.epoch); the
 //    restriction is lifted. A new circuit whose connection cannot be made by
-//    `deadline` stays unused (EPS carries its bytes) and the error is
-//    returned, but the epoch is installed anyway.
+//    `deadline` (or, for the Communicator, within the stall time: a circuit
+//    the switch did not light) stays unused (EPS carries its bytes) and the
+//    error is returned, but the epoch is installed anyway.
 //  - Abort(epoch): the round for `epoch` is off: lifts the restriction.
 //  - SetRouting(plan) (router v2): re-weight the split of each peer's bytes
 //    over its circuits and EPS from the controller's demand, on the
