@@ -69,10 +69,12 @@ absl::Status ReadControllerStatus(const std::string& target, PhaseResult& r) {
   r.round_samples = 0;
   r.round_phases.clear();
   r.warm_rounds = 0;
-  r.warm_ms = 0;
+  r.warm_ms = r.warm_round_overhead_ms = 0;
   for (const auto& region : st.regions()) {
     r.warm_rounds += static_cast<int64_t>(region.warm_rounds());
     r.warm_ms = std::max(r.warm_ms, region.warm_ms());
+    r.warm_round_overhead_ms =
+        std::max(r.warm_round_overhead_ms, region.warm_round_overhead_ms_p50());
     r.reconfigurations += static_cast<int64_t>(region.rounds_committed());
     r.rounds_aborted += static_cast<int64_t>(region.rounds_aborted());
     r.rounds_skipped += static_cast<int64_t>(region.rounds_skipped());
@@ -96,7 +98,9 @@ absl::Status WriteControllerTimes(const RunConfig& c, const PhaseResult& r) {
   return WriteFile(c.results_dir + "/" + std::string(kControllerTimesFile),
                    nlohmann::json{{"round_ms", r.round_ms},
                                   {"round_overhead_ms", r.round_overhead_ms},
-                                  {"round_samples", r.round_samples}}
+                                  {"round_samples", r.round_samples},
+                                  {"warm_rounds", r.warm_rounds},
+                                  {"warm_round_overhead_ms", r.warm_round_overhead_ms}}
                            .dump() +
                        "\n");
 }

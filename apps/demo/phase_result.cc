@@ -230,6 +230,8 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
     r.round_ms = j.value("round_ms", 0.0);
     r.round_overhead_ms = j.value("round_overhead_ms", 0.0);
     r.round_samples = j.value("round_samples", int64_t{0});
+    r.warm_rounds = j.value("warm_rounds", int64_t{0});
+    r.warm_round_overhead_ms = j.value("warm_round_overhead_ms", 0.0);
   }
   const int per_iteration = 4 * c.workload.layers;
   if (static_cast<int64_t>(a2a.size()) != c.iterations * per_iteration) {

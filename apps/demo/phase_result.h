@@ -100,6 +100,15 @@ struct PhaseResult {
   int64_t warm_rounds = 0;
   double warm_ms = 0;
   int warm_complete = -1;
+  // The sweep's median round less its switching time (GetStatus
+  // warm_round_overhead_ms_p50): the simulator's calibration of a round.
+  double warm_round_overhead_ms = 0;
+  // What the simulation charged each mixnet round over the switching time,
+  // and from where: "warm-up sweep" (the calibration above, measured before
+  // the timed iterations) or "replay" (this run's own round_overhead_ms,
+  // when no sweep ran). Empty when it charged none.
+  double simulated_round_overhead_ms = 0;
+  std::string simulated_rounds;
   // The controller's committed rounds (GetStatus round_*_p50; in the run
   // dir's results/controller.json for `mixnet-demo simulate`): median round
   // from the completed matrix to every COMMITTED, and that less the spec's

@@ -95,9 +95,10 @@ int RunSimulateCommand(const std::string& run_dir, bool json) {
       j["simulated_alltoall_ms"] = p.Mean(&IterationStats::simulated_alltoall_ms);
       j["simulated_reconfig_ms"] = p.Mean(&IterationStats::simulated_reconfig_ms);
       j["reconfig_loss_ms"] = p.Mean(&IterationStats::loss_ms);
-      if (p.round_samples > 0) {
-        j["round_overhead_ms"] = p.round_overhead_ms;
-        j["simulated_rounds"] = "replay";  // the run's own round times
+      if (p.round_samples > 0) j["round_overhead_ms"] = p.round_overhead_ms;
+      if (!p.simulated_rounds.empty()) {
+        j["simulated_rounds"] = p.simulated_rounds;
+        j["simulated_round_overhead_ms"] = p.simulated_round_overhead_ms;
       }
       j["floor_ms"] = p.Mean(&IterationStats::floor_ms);
       j["busiest_nic_utilisation"] = p.bound.utilisation();
@@ -108,11 +109,9 @@ int RunSimulateCommand(const std::string& run_dir, bool json) {
                   p.Mean(&IterationStats::alltoall_ms),
                   p.Mean(&IterationStats::simulated_alltoall_ms), p.Mean(&IterationStats::floor_ms),
                   100 * p.bound.utilisation());
-      if (p.round_samples > 0) {
-        std::printf(
-            "%-12s rounds charged this run's own round overhead, %.1f ms over the switching "
-            "(replay)\n",
-            "", p.round_overhead_ms);
+      if (!p.simulated_rounds.empty()) {
+        std::printf("%-12s rounds charged %.1f ms over the switching (%s)\n", "",
+                    p.simulated_round_overhead_ms, p.simulated_rounds.c_str());
       }
     }
   }

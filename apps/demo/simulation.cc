@@ -83,6 +83,16 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
   TableCache reverse_tables(spec, planner::RoutingFunctionFor(solver));  // the plans' transposes
   uint64_t last_epoch = 0;
   bool first = true;
+  // A round's cost over the switching: the warm-up sweep's (a calibration
+  // measured before the timed iterations), else this run's own (a replay).
+  const bool calibrated = r.warm_rounds > 0;
+  const double overhead_ms = calibrated ? r.warm_round_overhead_ms : r.round_overhead_ms;
+  r.simulated_round_overhead_ms = 0;
+  r.simulated_rounds.clear();
+  if (p.kind == FabricKind::kMixnet && (calibrated || r.round_samples > 0)) {
+    r.simulated_round_overhead_ms = overhead_ms;
+    r.simulated_rounds = calibrated ? "warm-up sweep" : "replay";
+  }
   // The window a round hides in: the compute since the plan request that
   // started it (across an iteration's end for the next iteration's first
   // layer).
@@ -107,7 +117,7 @@ absl::Status Simulate(const PhaseSimulation& p, const cluster::ClusterSpec& spec
         // A new epoch: its round (the switching and the controller's
         // measured protocol time), less the compute window it overlapped.
         if (!first && route->epoch != last_epoch) {
-          reconfig_ms += std::max(0.0, p.switch_ms + r.round_overhead_ms - window.ms());
+          reconfig_ms += std::max(0.0, p.switch_ms + overhead_ms - window.ms());
         }
         last_epoch = route->epoch;
         first = false;

@@ -7,10 +7,12 @@
 // circuits (split by the mean matrix it was planned from under router v2);
 // mixnet replays, per all-to-all, the circuits and the plan rank 0 recorded
 // (PhaseResult::routing), and charges each new epoch's round less the
-// compute window before the all-to-all: the switching time plus the
-// controller's measured protocol time per round (PhaseResult::
-// round_overhead_ms, GetStatus' median: planning, PREPARE, the Apply's own
-// overhead, COMMIT; 0 for a run that did not record it); loopback runs
+// compute window before the all-to-all: the switching time plus a round's
+// protocol time, the controller's warm-up sweep's median (PhaseResult::
+// warm_round_overhead_ms: rounds measured before the timed iterations, a
+// calibration) or, for a run without a sweep, the median of the run's own
+// rounds (round_overhead_ms, a replay; 0 for a run that recorded neither);
+// PhaseResult::simulated_rounds says which. Loopback runs
 // have no link rates. Main thread of the
 // orchestrator, or of `mixnet-demo simulate` (replay.h).
 #pragma once

@@ -525,6 +525,8 @@ v1::ControllerStatus Controller::GetStatus() const {
     }
     rs->set_warm_rounds(regions_[r].warm_rounds);
     rs->set_warm_ms(regions_[r].warm_ms);
+    rs->set_warm_round_overhead_ms_p50(
+        absl::ToDoubleMilliseconds(regions_[r].warm_round_overhead.Stats().median));
   }
   return st;
 }

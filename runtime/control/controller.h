@@ -175,6 +175,7 @@ class Controller {
     // planner thread, then done (WARMED sent; later askers get it at once).
     enum class Warm { kCold, kQueued, kDone } warm = Warm::kCold;
     uint64_t warm_rounds = 0;  // committed sweep rounds (the restore included)
+    DurationWindow warm_round_overhead{kRoundSamples};  // each less its switching
     double warm_ms = 0;
     bool warm_complete = false;
     std::string warm_reason{};  // why it stopped early, empty when complete

@@ -558,7 +558,11 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   // what a planned round costs, so it stays out of the round times.
   for (size_t p = 0; p < kRoundPhaseCount && !warm; ++p) metrics_->RoundPhase(p, phase[p]);
   for (int r : regions) {
-    if (warm) break;
+    if (warm) {
+      // A calibration of the protocol, made before the job's steps.
+      regions_[r].warm_round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
+      continue;
+    }
     for (size_t p = 0; p < kRoundPhaseCount; ++p) regions_[r].phases[p].Add(phase[p]);
     regions_[r].round.Add(took);
     regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));

@@ -203,6 +203,7 @@ TEST(ControllerAgentTest, WarmSweepLightsEveryPortPairOnceThenRestores) {
   const cv1::ControllerStatus st = rig.server->controller().GetStatus();
   EXPECT_EQ(st.regions(0).warm_rounds(), 4u);
   EXPECT_GT(st.regions(0).warm_ms(), 0);
+  EXPECT_GT(st.regions(0).warm_round_overhead_ms_p50(), 0);  // the calibration
   EXPECT_EQ(st.regions(0).rounds_committed(), 0u);  // sweep rounds are counted apart
   EXPECT_EQ(st.regions(0).round_samples(), 0u);
   // Asking again once the region is warm answers at once, no new round.

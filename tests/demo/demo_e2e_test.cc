@@ -263,6 +263,14 @@ TEST(DemoE2E, SimulateOnTheKeptRunDirPredictsAsTheLiveRunDid) {
   ASSERT_TRUE(by["mixnet"].contains("round_overhead_ms")) << by["mixnet"].dump();
   EXPECT_EQ(by["mixnet"]["round_overhead_ms"].get<double>(),
             live.at("mixnet")["round_overhead_ms"].get<double>());
+  // Rounds were charged the warm-up sweep's calibration, live and replayed.
+  const nlohmann::json& replayed = by["mixnet"];
+  for (const nlohmann::json* j : {&replayed, &live.at("mixnet")}) {
+    ASSERT_TRUE(j->contains("simulated_rounds")) << j->dump();
+    EXPECT_EQ((*j)["simulated_rounds"], "warm-up sweep");
+  }
+  EXPECT_EQ(by["mixnet"]["simulated_round_overhead_ms"].get<double>(),
+            live.at("mixnet")["simulated_round_overhead_ms"].get<double>());
 }
 
 TEST(DemoE2E, SimulateOnAFolderWithoutPhasesExitsTwo) {

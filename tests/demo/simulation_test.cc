@@ -9,6 +9,7 @@
 // backward, then attention) before iteration 1's dispatch. So the charge is
 // max(0, switch_ms + round_overhead_ms - window) there and nothing elsewhere.
 // Test thread only.
+#include <string>
 #include <vector>
 
 #include "apps/demo/fabric_spec.h"
@@ -50,12 +51,19 @@ class DemoSimulationTest : public ::testing::Test {
   // `overhead_ms`; returns each iteration's simulated reconfiguration (ms).
   // `new_from`: the first all-to-all (in step order) of iteration 1 on the
   // new epoch; 2 is the combine-grad, 0 the dispatch.
-  std::vector<double> Charged(double switch_ms, double overhead_ms, int new_from = 2) {
+  // `calibrated_ms` >= 0: a warm-up sweep ran with that median overhead.
+  std::vector<double> Charged(double switch_ms, double overhead_ms, int new_from = 2,
+                              double calibrated_ms = -1) {
     c_.switch_ms = switch_ms;
     PhaseResult r;
     r.fabric = "mixnet";
     r.iterations.resize(2);
     r.round_overhead_ms = overhead_ms;
+    r.round_samples = 1;
+    if (calibrated_ms >= 0) {
+      r.warm_rounds = 7;
+      r.warm_round_overhead_ms = calibrated_ms;
+    }
     for (int64_t it = 0; it < 2; ++it) {
       for (int seq = 0; seq < 4; ++seq) {
         A2aRouting a;
@@ -65,6 +73,8 @@ class DemoSimulationTest : public ::testing::Test {
     }
     SimulatePhase(SimulationOf(FabricKind::kMixnet, c_), spec_, *w_, r);
     EXPECT_TRUE(r.simulated) << r.simulated_why;
+    rounds_ = r.simulated_rounds;
+    charged_overhead_ms_ = r.simulated_round_overhead_ms;
     std::vector<double> out;
     for (const IterationStats& s : r.iterations) {
       // The iteration is compute + all-to-alls + the charge, nothing else.
@@ -79,6 +89,8 @@ class DemoSimulationTest : public ::testing::Test {
   std::optional<Workload> w_;
   cluster::ClusterSpec spec_;
   RunConfig c_;
+  std::string rounds_;  // the last Charged's PhaseResult::simulated_rounds
+  double charged_overhead_ms_ = 0;
 };
 
 TEST_F(DemoSimulationTest, ChargesTheSwitchingLessTheWindowWithoutAMeasuredOverhead) {
@@ -91,6 +103,20 @@ TEST_F(DemoSimulationTest, AddsTheControllersRoundOverheadToEveryRound) {
   const std::vector<double> got = Charged(25, 12);
   EXPECT_EQ(got[0], 0);
   EXPECT_DOUBLE_EQ(got[1], 17);  // 25 + 12 - 20
+}
+
+TEST_F(DemoSimulationTest, AWarmUpSweepsRoundsCalibrateTheChargeInsteadOfTheRunsOwn) {
+  // The run's own rounds took 30 ms over the switching, the sweep's 8: the
+  // prediction charges the calibration, 25 + 8 - 20, and says so.
+  const std::vector<double> got = Charged(25, 30, 2, /*calibrated_ms=*/8);
+  EXPECT_EQ(got[0], 0);
+  EXPECT_DOUBLE_EQ(got[1], 13);
+  EXPECT_EQ(rounds_, "warm-up sweep");
+  EXPECT_DOUBLE_EQ(charged_overhead_ms_, 8);
+  // Without a sweep the run's own figure is charged, labelled a replay.
+  EXPECT_DOUBLE_EQ(Charged(25, 30)[1], 35);
+  EXPECT_EQ(rounds_, "replay");
+  EXPECT_DOUBLE_EQ(charged_overhead_ms_, 30);
 }
 
 TEST_F(DemoSimulationTest, ARoundShorterThanItsWindowCostsNothing) {
