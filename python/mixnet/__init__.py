@@ -42,7 +42,7 @@ UnavailableError = _C.UnavailableError
 __all__ = [
     "init", "finalize", "is_initialized", "rank", "world_size", "local_rank", "host", "host_of",
     "alltoallv", "barrier", "report_gate", "report_counts", "gate_hook", "step", "iteration",
-    "epoch", "topology", "stats", "controller_status", "Error", "InvalidArgumentError",
+    "epoch", "topology", "stats", "warm_paths", "controller_status", "Error", "InvalidArgumentError",
     "DeadlineExceededError", "UnavailableError",
 ]
 
@@ -303,6 +303,19 @@ def stats():
     (re-sent over EPS after a circuit died), topologies_installed, and the
     worker agent's (commits, prepares, aborts, reports_sent, ...) or None."""
     return _require().stats()
+
+
+def warm_paths(timeout_s=60.0):
+    """Asks the controller for this region's warm-up sweep and waits (at most
+    timeout_s) for its end: every OCS NIC pair the region's circuits can join
+    is lit once, so this rank makes its connection over each before the first
+    step and the steps open none. Call it once on every rank, after init() and
+    before the first step (the sweep starts when every rank of the region
+    asked). Returns {"enabled", "complete", "timed_out", "rounds", "planned",
+    "reason", "waited_ms"}; "reason" says why it is not complete (the
+    controller runs with --warm-paths off, a round failed, the timeout).
+    Raises mixnet.Error (code "FAILED_PRECONDITION") without a controller."""
+    return _require().warm_paths(float(timeout_s))
 
 
 def controller_status(target=None, timeout_ms=5000):

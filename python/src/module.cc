@@ -190,6 +190,25 @@ class PySession {
     return out;
   }
 
+  py::dict WarmPaths(double timeout_s) {
+    Session& s = get();
+    absl::StatusOr<mixnet::control::WarmOutcome> o;
+    {
+      py::gil_scoped_release nogil;
+      o = s.WarmPaths(absl::Microseconds(static_cast<int64_t>(timeout_s * 1e6)));
+    }
+    const mixnet::control::WarmOutcome w = ValueOrThrow(std::move(o));
+    py::dict d;
+    d["enabled"] = w.enabled;
+    d["complete"] = w.complete;
+    d["timed_out"] = w.timed_out;
+    d["rounds"] = w.rounds;
+    d["planned"] = w.planned;
+    d["reason"] = w.reason;
+    d["waited_ms"] = absl::ToDoubleMilliseconds(w.waited);
+    return d;
+  }
+
   py::dict Stats() {
     const SessionStats s = get().Stats();
     py::dict out;
@@ -321,7 +340,8 @@ PYBIND11_MODULE(_C, m) {
            py::arg("iteration"), py::arg("expert_ranks"), py::arg("counts") = false)
       .def("epoch", [](PySession& s) { return s.get().epoch(); })
       .def("topology", &PySession::Topology)
-      .def("stats", &PySession::Stats);
+      .def("stats", &PySession::Stats)
+      .def("warm_paths", &PySession::WarmPaths, py::arg("timeout_s"));
   m.def("controller_status", &mixnet::python::ControllerStatus, py::arg("target"),
         py::arg("timeout_ms") = 5000);
   // What a launcher's environment says (runtime/rendezvous/launcher_env.h):

@@ -124,6 +124,14 @@ absl::Status Session::Init(SessionOptions& o) {
   return collectives::Barrier(*comm_);
 }
 
+absl::StatusOr<control::WarmOutcome> Session::WarmPaths(absl::Duration timeout) {
+  if (agent_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "mixnet.warm_paths: no controller configured (controller= or MIXNET_CONTROLLER)");
+  }
+  return agent_->WarmPaths(timeout);
+}
+
 absl::Status Session::Alltoallv(const void* send, size_t send_bytes,
                                 const std::vector<size_t>& send_counts, void* recv,
                                 size_t recv_bytes, const std::vector<size_t>& recv_counts) {

@@ -137,6 +137,10 @@ class Session {
                          const std::vector<size_t>& send_counts, void* recv, size_t recv_bytes,
                          const std::vector<size_t>& recv_counts);
   absl::Status Barrier();
+  // The controller's warm-up sweep (WorkerAgent::WarmPaths): every rank
+  // calls it once after init, before its first step. FailedPrecondition
+  // without a controller.
+  absl::StatusOr<control::WarmOutcome> WarmPaths(absl::Duration timeout);
 
   absl::StatusOr<GateRow> ReportGate(const GateReport& report);
 

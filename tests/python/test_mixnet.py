@@ -188,6 +188,10 @@ def worker_alltoallv(args):
                   out=torch.zeros(n, dtype=torch.int32))
     expect_raises(ValueError, mixnet.alltoallv, torch.zeros(n), [1] * n, [1] * n,
                   out=torch.zeros(n + 1))
+    # warm_paths without a controller: a clear error, nothing waits.
+    e = expect_raises(mixnet.Error, mixnet.warm_paths, 5, contains="no controller configured")
+    if e.code != "FAILED_PRECONDITION":
+        fail(f"warm_paths without a controller: code {e.code}")
     # report_gate without a controller: counts, warns once, checks ids.
     import warnings
     with warnings.catch_warnings(record=True) as w:
@@ -312,6 +316,11 @@ def worker_controller(args):
                 element_bytes=2)
     me, n = mixnet.rank(), mixnet.world_size()
     assert mixnet.host() == f"h{me}"
+    # The warm-up sweep: 4 hosts with 2 ports each on one switch, (4 - 1) x 2
+    # perfect matchings of the 8 ports, then the topology the job had.
+    w = mixnet.warm_paths(60)
+    if not (w["enabled"] and w["complete"] and w["rounds"] == 3 * 2 + 1 and not w["timed_out"]):
+        fail(f"rank {me}: warm-up sweep: {w}")
     # Registration installs the controller's committed topology (its first epoch).
     e0 = mixnet.epoch()
     c0 = mixnet.stats()["agent"]["commits"]
