@@ -80,6 +80,21 @@ struct Board {
   }
 };
 
+// A rank's checksummed 64 KiB alltoallv calls, back to back, until any rank
+// sees `stop` (agreed by an allgather after each call); `*calls` counts them.
+absl::Status AlltoallsUntilStop(collectives::Communicator& comm, const std::atomic<bool>& stop,
+                                uint64_t* calls) {
+  for (uint64_t& iter = *calls;; ++iter) {
+    RETURN_IF_ERROR(CheckedAlltoallv(comm, iter, 64 << 10));
+    uint8_t mine = stop.load() ? 1 : 0;
+    std::vector<uint8_t> all(comm.size());
+    RETURN_IF_ERROR(collectives::Allgather(comm, &mine, all.data(), 1));
+    for (uint8_t v : all) {
+      if (v != 0) return absl::OkStatus();
+    }
+  }
+}
+
 class ReconfigDataplaneTest : public DataplaneFabricTest {};
 
 TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
@@ -159,19 +174,8 @@ TEST_F(ReconfigDataplaneTest, RoundsWhileAlltoallsRunFollowTheCircuits) {
         comms[rank] = comm.get();
         std::thread agent([&] { board.Serve(rank, *comm); });  // inherits the namespace
         ready++;
-        absl::Status s;
         uint64_t iter = 0;
-        for (;; ++iter) {
-          s = CheckedAlltoallv(*comm, iter, 64 << 10);
-          if (!s.ok()) break;
-          uint8_t mine = stop.load() ? 1 : 0;
-          std::vector<uint8_t> all(world);
-          s = collectives::Allgather(*comm, &mine, all.data(), 1);
-          if (!s.ok()) break;
-          bool any = false;
-          for (uint8_t v : all) any |= v != 0;
-          if (any) break;
-        }
+        const absl::Status s = AlltoallsUntilStop(*comm, stop, &iter);
         agent.join();
         calls[rank] = iter;
         RETURN_IF_ERROR(s);
@@ -286,18 +290,8 @@ TEST_F(ReconfigDataplaneTest, CircuitsLeftDarkAreGivenUpWithinTheStallTime) {
         comms[rank] = comm.get();
         std::thread agent([&] { board.Serve(rank, *comm); });  // inherits the namespace
         ready++;
-        absl::Status s;
-        for (uint64_t iter = 0;; ++iter) {
-          s = CheckedAlltoallv(*comm, iter, 64 << 10);
-          if (!s.ok()) break;
-          uint8_t mine = stop.load() ? 1 : 0;
-          std::vector<uint8_t> all(world);
-          s = collectives::Allgather(*comm, &mine, all.data(), 1);
-          if (!s.ok()) break;
-          bool any = false;
-          for (uint8_t v : all) any |= v != 0;
-          if (any) break;
-        }
+        uint64_t iter = 0;
+        const absl::Status s = AlltoallsUntilStop(*comm, stop, &iter);
         agent.join();
         RETURN_IF_ERROR(s);
         return collectives::Barrier(*comm);
