@@ -136,8 +136,16 @@ absl::Status ReadResults(const RunConfig& c, const cluster::ClusterSpec& spec, d
           r.warm_complete = r.warm_complete < 0 ? done : (r.warm_complete != 0 && done);
         }
         if (j.contains("agent")) {
+          const nlohmann::json& a = j["agent"];
           r.agent_commits_max =
-              std::max<uint64_t>(r.agent_commits_max, j["agent"].value("commits", uint64_t{0}));
+              std::max<uint64_t>(r.agent_commits_max, a.value("commits", uint64_t{0}));
+          for (auto [key, field] :
+               {std::pair{"prepare_p50_ms", &PhaseResult::worker_prepare_p50_ms},
+                std::pair{"prepare_p99_ms", &PhaseResult::worker_prepare_p99_ms},
+                std::pair{"commit_p50_ms", &PhaseResult::worker_commit_p50_ms},
+                std::pair{"commit_p99_ms", &PhaseResult::worker_commit_p99_ms}}) {
+            r.*field = std::max(r.*field, a.value(key, 0.0));
+          }
         }
       } else if (type == "a2a") {
         A2aAgg& g = a2a[{it, j.value("seq", 0)}];

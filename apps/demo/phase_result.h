@@ -93,6 +93,10 @@ struct PhaseResult {
   int64_t reconfigurations = -1;
   int64_t rounds_aborted = 0, rounds_skipped = 0;
   uint64_t agent_commits_max = 0;
+  // The slowest worker's own part of PREPARE and COMMIT (WorkerAgentStats:
+  // the event's arrival to its ack), p50 and p99 in ms; 0 when unknown.
+  double worker_prepare_p50_ms = 0, worker_prepare_p99_ms = 0;
+  double worker_commit_p50_ms = 0, worker_commit_p99_ms = 0;
   uint64_t highest_epoch = 0;
   // The warm-up sweep before the timed iterations (GetStatus warm_rounds,
   // warm_ms: its rounds, the restore included, and its wall time), and

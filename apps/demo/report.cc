@@ -233,6 +233,13 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
                                 ph.p50_ms, ph.p99_ms);
         }
         std::printf("mixnet: round phases, p50 / p99 ms: %s\n", line.c_str());
+        if (mix->worker_commit_p50_ms > 0) {
+          std::printf(
+              "mixnet: of which on the slowest worker (event in to ack out), p50 / p99 ms: "
+              "prepare %.1f / %.1f, commit %.1f / %.1f\n",
+              mix->worker_prepare_p50_ms, mix->worker_prepare_p99_ms, mix->worker_commit_p50_ms,
+              mix->worker_commit_p99_ms);
+        }
       }
       const PhaseResult::AfterRound ar = mix->AfterRoundAgainstLater();
       if (ar.after_round_n > 0 && ar.later_n > 0) {
@@ -358,6 +365,12 @@ void PrintReport(const DemoOptions& o, const OversubInfo& v,
           phases[ph.name] = {{"p50_ms", ph.p50_ms}, {"p99_ms", ph.p99_ms}};
         }
         j["round_phases"] = phases;
+        if (p.worker_commit_p50_ms > 0) {
+          j["worker_round_phases"] = {
+              {"prepare",
+               {{"p50_ms", p.worker_prepare_p50_ms}, {"p99_ms", p.worker_prepare_p99_ms}}},
+              {"commit", {{"p50_ms", p.worker_commit_p50_ms}, {"p99_ms", p.worker_commit_p99_ms}}}};
+        }
       }
       if (!p.simulated_rounds.empty()) {
         // What the simulation charged a round over the switching, and from where.

@@ -86,7 +86,11 @@ class Worker {
                       {"reports_sent", s.reports_sent},
                       {"reports_dropped", s.reports_dropped},
                       {"routings", s.routings},
-                      {"routing_errors", s.routing_errors}};
+                      {"routing_errors", s.routing_errors},
+                      {"prepare_p50_ms", s.prepare_p50_ms},
+                      {"prepare_p99_ms", s.prepare_p99_ms},
+                      {"commit_p50_ms", s.commit_p50_ms},
+                      {"commit_p99_ms", s.commit_p99_ms}};
       agent_->Follow(nullptr);
       agent_.reset();
     }

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
+#include "runtime/common/duration_window.h"
 #include "runtime/common/log.h"
 #include "runtime/control/topology_proto.h"
 
@@ -114,9 +115,17 @@ class WorkerAgent::Impl {
       out.waited = absl::Now() - start;
       return out;
     };
+    struct Warming {  // rounds until WarmPaths returns are the sweep's
+      Impl* self;
+      ~Warming() {
+        absl::MutexLock l(&self->mu_);
+        self->warming_ = false;
+      }
+    } warming{this};
     {
       absl::MutexLock l(&mu_);
       warmed_ = false;
+      warming_ = true;
       auto watching = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return watching_ || stop_; };
       if (!mu_.AwaitWithDeadline(absl::Condition(&watching), deadline) || !watching_) {
         out.timed_out = true;
@@ -157,6 +166,11 @@ class WorkerAgent::Impl {
     absl::MutexLock l(&mu_);
     WorkerAgentStats s = stats_;
     s.installed_epoch = installed_epoch_.load();
+    const DurationStats p = prepare_took_.Stats(), c = commit_took_.Stats();
+    s.prepare_p50_ms = absl::ToDoubleMilliseconds(p.median);
+    s.prepare_p99_ms = absl::ToDoubleMilliseconds(p.p99);
+    s.commit_p50_ms = absl::ToDoubleMilliseconds(c.median);
+    s.commit_p99_ms = absl::ToDoubleMilliseconds(c.p99);
     return s;
   }
 
@@ -286,6 +300,12 @@ class WorkerAgent::Impl {
   }
 
   void Handle(const v1::TopologyEvent& ev) {
+    const absl::Time arrived = absl::Now();
+    // A round's part on this worker, for stats() (not the warm-up sweep's).
+    auto took = [&](bool commit) {
+      absl::MutexLock l(&mu_);
+      if (!warming_) (commit ? commit_took_ : prepare_took_).Add(absl::Now() - arrived);
+    };
     const router::Topology target = TopologyFromProto(ev.topology());
     const absl::Duration deadline =
         ev.deadline_ms() > 0 ? absl::Milliseconds(ev.deadline_ms()) : o_.commit_timeout;
@@ -331,6 +351,7 @@ class WorkerAgent::Impl {
           ++stats_.prepares;
           if (absl::IsDeadlineExceeded(st)) ++stats_.prepare_timeouts;
         }
+        took(false);
         Ack(target.epoch, v1::AckTopologyRequest::PREPARED, st);
         return;
       }
@@ -380,6 +401,7 @@ class WorkerAgent::Impl {
           log::Warn("worker {}: COMMIT epoch {}: {}", o_.worker_id, target.epoch, st.ToString());
         }
         plans_.OnRoundEnd(target.epoch, st.ok());
+        took(true);
         Ack(target.epoch, v1::AckTopologyRequest::COMMITTED, st);
         return;
       }
@@ -562,6 +584,9 @@ class WorkerAgent::Impl {
   bool watching_ ABSL_GUARDED_BY(mu_) = false;  // a SNAPSHOT came on the current stream
   bool warmed_ ABSL_GUARDED_BY(mu_) = false;    // WARMED came since WarmPaths asked
   WarmOutcome warm_ ABSL_GUARDED_BY(mu_);
+  bool warming_ ABSL_GUARDED_BY(mu_) = false;  // a WarmPaths call is waiting
+  DurationWindow prepare_took_ ABSL_GUARDED_BY(mu_){256};
+  DurationWindow commit_took_ ABSL_GUARDED_BY(mu_){256};
   router::Topology committed_ ABSL_GUARDED_BY(mu_);
   std::string controller_id_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);

@@ -83,6 +83,11 @@ struct WorkerAgentStats {
   uint64_t reports_sent = 0;
   uint64_t reports_dropped = 0;
   uint64_t reconnects = 0;  // registrations after the first
+  // This worker's own part of each round, the latest 256 outside WarmPaths:
+  // from the PREPARE / COMMIT event's arrival to its ack going out (the
+  // follower's drain, or its install, resume probes and routing) (ms).
+  double prepare_p50_ms = 0, prepare_p99_ms = 0;
+  double commit_p50_ms = 0, commit_p99_ms = 0;
 };
 
 // The outcome of WarmPaths.

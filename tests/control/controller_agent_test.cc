@@ -108,6 +108,12 @@ TEST(ControllerAgentTest, AgentsFollowRoundsAbortsAndARestart) {
   auto held = ReadSwitch(rig.sw->address);
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(held->first, (Pairs{{1, 2}, {3, 4}}));
+  for (auto& a : agents) {  // each worker timed its part of the round
+    const control::WorkerAgentStats s = a->stats();
+    EXPECT_GT(s.prepare_p50_ms, 0);
+    EXPECT_GT(s.commit_p50_ms, 0);
+    EXPECT_GE(s.commit_p99_ms, s.commit_p50_ms);
+  }
 
   // A follower that cannot drain in time: the round is aborted everywhere.
   followers[2]->block_prepare = true;
@@ -178,6 +184,10 @@ TEST(ControllerAgentTest, WarmSweepLightsEveryPortPairOnceThenRestores) {
   auto held = ReadSwitch(rig.sw->address);
   ASSERT_TRUE(held.ok());
   EXPECT_TRUE(held->first.empty());
+  for (auto& a : rig.agents) {  // the sweep's rounds are not the job's
+    EXPECT_EQ(a->stats().commit_p50_ms, 0);
+    EXPECT_EQ(a->stats().prepare_p50_ms, 0);
+  }
   const cv1::ControllerStatus st = rig.server->controller().GetStatus();
   EXPECT_EQ(st.regions(0).warm_rounds(), 4u);
   EXPECT_GT(st.regions(0).warm_ms(), 0);
