@@ -1,6 +1,7 @@
 // Controller (see controller.h): start-up, registration, reports, watch
 // streams, acks and status. gRPC threads; state under mu_.
 #include "runtime/control/controller.h"
+#include "runtime/control/warm_sweep.h"
 
 #include <unistd.h>
 
@@ -167,6 +168,8 @@ Controller::Controller(ControllerOptions options, planner::ClusterPlanner planne
       metrics_(std::make_unique<ControllerMetrics>(RegionNames(planner_))) {
   for (const planner::Region& r : planner_.regions()) {
     regions_.push_back(RegionState{.reports = RegionReports(r.input().name, r.input().hosts)});
+    // A region of the spec: WarmSweep cannot refuse it.
+    warm_sweeps_.push_back(WarmSweep(opt_.spec, r.input().name).value_or(WarmRounds{}));
   }
 }
 

@@ -253,6 +253,10 @@ class Controller {
   // Decide. Set at start-up, then on the planner thread after each round
   // (RefreshApplyTiming).
   std::map<std::string, SwitchApplyTiming> apply_timing_;
+  // Each region's warm-up sweep (warm_sweep.h), from the spec at
+  // construction; read-only after.
+  using WarmRounds = std::vector<std::vector<cluster::CircuitSpec>>;
+  std::vector<WarmRounds> warm_sweeps_;
   double switch_s_ = 0;
   void RefreshApplyTiming(const std::vector<std::string>& switches);  // planner thread
   double SlowestSwitchSeconds() const;

@@ -557,15 +557,16 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
   // A sweep round's commit makes every connection over its circuits: not
   // what a planned round costs, so it stays out of the round times.
   for (size_t p = 0; p < kRoundPhaseCount && !warm; ++p) metrics_->RoundPhase(p, phase[p]);
+  const absl::Duration overhead = took - absl::Microseconds(nominal_switch_ms * 1000);
   for (int r : regions) {
     if (warm) {
       // A calibration of the protocol, made before the job's steps.
-      regions_[r].warm_round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
+      regions_[r].warm_round_overhead.Add(overhead);
       continue;
     }
     for (size_t p = 0; p < kRoundPhaseCount; ++p) regions_[r].phases[p].Add(phase[p]);
     regions_[r].round.Add(took);
-    regions_[r].round_overhead.Add(took - absl::Microseconds(nominal_switch_ms * 1000));
+    regions_[r].round_overhead.Add(overhead);
     // A missing ack says nothing of how long the protocol takes.
     if (all_acked) regions_[r].protocol.Add(protocol);
   }

@@ -1,7 +1,8 @@
 // Controller (see controller.h): the warm-up sweep. WarmPaths (gRPC threads)
 // records that a worker asks; once every worker of its region asked, watches
 // and every host of the region has one, the region is queued for the planner
-// thread, which runs the sweep's rounds (warm_sweep.h) through RunRound,
+// thread, which runs the sweep's rounds (warm_sweep.h, computed at start
+// in warm_sweeps_) through RunRound,
 // restores the topology the region had, and sends WARMED to its workers.
 #include <algorithm>
 #include <map>
@@ -11,7 +12,6 @@
 #include "absl/strings/str_join.h"
 #include "runtime/common/log.h"
 #include "runtime/control/controller.h"
-#include "runtime/control/warm_sweep.h"
 
 namespace mixnet::control {
 
@@ -33,11 +33,9 @@ absl::StatusOr<v1::WarmPathsResponse> Controller::WarmPaths(const v1::WarmPathsR
     resp.set_enabled(false);
     return resp;
   }
-  absl::StatusOr<std::vector<std::vector<cluster::CircuitSpec>>> sweep =
-      WarmSweep(opt_.spec, regions_label(s.region));
-  if (!sweep.ok()) return sweep.status();
   // The sweep, then one round back to the topology the region had.
-  resp.set_rounds(static_cast<uint32_t>(sweep->size() + (sweep->empty() ? 0 : 1)));
+  const WarmRounds& sweep = warm_sweeps_[s.region];
+  resp.set_rounds(static_cast<uint32_t>(sweep.size() + (sweep.empty() ? 0 : 1)));
   s.warm_asked = true;
   RegionState& rs = regions_[s.region];
   if (rs.warm == RegionState::Warm::kDone) {
@@ -85,7 +83,7 @@ void Controller::SendWarmedLocked(int region, const std::string& worker_id) {
 
 void Controller::RunWarmSweep(int region) {
   const std::string name = regions_label(region);
-  absl::StatusOr<std::vector<std::vector<cluster::CircuitSpec>>> sweep = WarmSweep(opt_.spec, name);
+  const WarmRounds& sweep = warm_sweeps_[region];
   // The region's ports: circuits of other regions stay as they are.
   std::set<std::pair<std::string, int>> ports;
   for (const std::string& h : planner_.regions()[region].input().hosts) {
@@ -127,14 +125,12 @@ void Controller::RunWarmSweep(int region) {
     if (stopped.empty()) stopped = absl::StrCat(what, ": ", why);
     return false;
   };
-  if (!sweep.ok()) {
-    stopped = std::string(sweep.status().message());
-  } else if (!sweep->empty()) {
-    log::Info("controller: region {}: warm-up sweep, {} rounds", name, sweep->size());
-    for (size_t i = 0; i < sweep->size(); ++i) {
+  if (!sweep.empty()) {
+    log::Info("controller: region {}: warm-up sweep, {} rounds", name, sweep.size());
+    for (size_t i = 0; i < sweep.size(); ++i) {
       std::vector<cluster::CircuitSpec> target = others;
-      target.insert(target.end(), (*sweep)[i].begin(), (*sweep)[i].end());
-      if (!run(target, absl::StrCat("sweep round ", i + 1, " of ", sweep->size()))) break;
+      target.insert(target.end(), sweep[i].begin(), sweep[i].end());
+      if (!run(target, absl::StrCat("sweep round ", i + 1, " of ", sweep.size()))) break;
     }
     // Back to what the region had, also after a failed round (which may
     // have left a switch uncertain: this round re-applies it).
