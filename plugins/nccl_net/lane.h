@@ -36,11 +36,24 @@ inline constexpr size_t kSplitHeaderBytes = 32;
 
 // A further circuit of a striped lane (multipath.h): a connection of its
 // own between these NICs, carrying its share of the lane's large parts.
+// Or a relay (router v2's two-hop path through a third host): the
+// connection runs from local_nic to relay_host's relay_in_nic (hop 1), and
+// that host's forwarder carries each piece on from its relay_out_nic to
+// the peer's remote_nic (hop 2; relay_forwarder.h). Hop 1 is over
+// `first_circuit` when first_direct, hop 2 over `circuit` when
+// second_direct; the other hops are EPS.
 struct StripePath {
   std::string local_nic;
   std::string remote_nic;
   cluster::CircuitSpec circuit;
-  double gbps = 0;  // the circuit's rate: its weight in the cut
+  double gbps = 0;  // its weight in the cut: the circuit's rate (relays: see path_routing.cc)
+  std::string relay_host;  // empty: a circuit of the pair
+  std::string relay_in_nic;
+  std::string relay_out_nic;
+  bool first_direct = false;
+  bool second_direct = true;
+  cluster::CircuitSpec first_circuit;
+  bool relay() const { return !relay_host.empty(); }
 };
 
 // Where a lane runs: from a local NIC to a NIC of the peer (cluster-spec
@@ -125,6 +138,9 @@ struct Move {
   bool done_received = false;  // sender: the receiver said DONE
   absl::Time started;
   uint64_t posted_at_start = 0;  // this end's parts posted when the move began
+  // Sender, relay stripes: per stripe, the id of the connection to the
+  // relay host while its RELAY_READY is awaited (0: none awaited).
+  std::vector<uint64_t> relay_waits;
 };
 
 }  // namespace mixnet::nccl

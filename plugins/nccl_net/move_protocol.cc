@@ -26,6 +26,8 @@ constexpr std::pair<ControlType, const char*> kNames[] = {
     {ControlType::kLost, "LOST"},
     {ControlType::kRecover, "RECOVER"},
     {ControlType::kResent, "RESENT"},
+    {ControlType::kRelayOpen, "RELAY_OPEN"},
+    {ControlType::kRelayReady, "RELAY_READY"},
 };
 
 bool HasCounts(ControlType t) {
@@ -40,17 +42,25 @@ json PathJson(const LanePath& p) {
     j["switch"] = p.circuit.ocs_switch;
     j["port_a"] = p.circuit.port_a;
     j["port_b"] = p.circuit.port_b;
-    j["gbps"] = p.gbps;
   }
+  if (p.direct || p.gbps > 0) j["gbps"] = p.gbps;
   if (!p.stripes.empty()) {
     json stripes = json::array();
     for (const StripePath& s : p.stripes) {
-      stripes.push_back({{"local_nic", s.local_nic},
-                         {"remote_nic", s.remote_nic},
-                         {"switch", s.circuit.ocs_switch},
-                         {"port_a", s.circuit.port_a},
-                         {"port_b", s.circuit.port_b},
-                         {"gbps", s.gbps}});
+      json e = {{"local_nic", s.local_nic},       {"remote_nic", s.remote_nic},
+                {"switch", s.circuit.ocs_switch}, {"port_a", s.circuit.port_a},
+                {"port_b", s.circuit.port_b},     {"gbps", s.gbps}};
+      if (s.relay()) {
+        e["relay_host"] = s.relay_host;
+        e["relay_in_nic"] = s.relay_in_nic;
+        e["relay_out_nic"] = s.relay_out_nic;
+        e["first_direct"] = s.first_direct;
+        e["second_direct"] = s.second_direct;
+        e["first_switch"] = s.first_circuit.ocs_switch;
+        e["first_port_a"] = s.first_circuit.port_a;
+        e["first_port_b"] = s.first_circuit.port_b;
+      }
+      stripes.push_back(std::move(e));
     }
     j["stripes"] = std::move(stripes);
   }
@@ -67,8 +77,8 @@ LanePath PathFromJson(const json& j) {
     p.circuit.ocs_switch = j.at("switch").get<std::string>();
     p.circuit.port_a = j.at("port_a").get<int>();
     p.circuit.port_b = j.at("port_b").get<int>();
-    p.gbps = j.value("gbps", 0.0);
   }
+  p.gbps = j.value("gbps", 0.0);
   if (j.contains("stripes")) {
     for (const json& e : j.at("stripes")) {
       StripePath s;
@@ -78,6 +88,16 @@ LanePath PathFromJson(const json& j) {
       s.circuit.port_a = e.at("port_a").get<int>();
       s.circuit.port_b = e.at("port_b").get<int>();
       s.gbps = e.at("gbps").get<double>();
+      if (e.contains("relay_host")) {
+        s.relay_host = e.at("relay_host").get<std::string>();
+        s.relay_in_nic = e.at("relay_in_nic").get<std::string>();
+        s.relay_out_nic = e.at("relay_out_nic").get<std::string>();
+        s.first_direct = e.at("first_direct").get<bool>();
+        s.second_direct = e.at("second_direct").get<bool>();
+        s.first_circuit.ocs_switch = e.at("first_switch").get<std::string>();
+        s.first_circuit.port_a = e.at("first_port_a").get<int>();
+        s.first_circuit.port_b = e.at("first_port_b").get<int>();
+      }
       p.stripes.push_back(std::move(s));
     }
   }
@@ -121,6 +141,17 @@ std::string EncodeControl(const ControlMessage& m) {
     }
     case ControlType::kRefuse:
     case ControlType::kLaneFailed:
+      j["reason"] = m.reason;
+      break;
+    case ControlType::kRelayOpen:
+      j["address"] = json::binary(std::vector<uint8_t>(m.address.begin(), m.address.end()));
+      j["relay_in_nic"] = m.relay_in_nic;
+      j["relay_out_nic"] = m.relay_out_nic;
+      j["downstream"] = m.downstream_id;
+      j["name"] = m.name;
+      break;
+    case ControlType::kRelayReady:
+      j["address"] = json::binary(std::vector<uint8_t>(m.address.begin(), m.address.end()));
       j["reason"] = m.reason;
       break;
     case ControlType::kLost:
@@ -177,8 +208,18 @@ absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
         }
       }
     }
+    if (m.type == ControlType::kRelayOpen || m.type == ControlType::kRelayReady) {
+      const auto& bin = j.at("address").get_binary();
+      m.address.assign(bin.begin(), bin.end());
+    }
+    if (m.type == ControlType::kRelayOpen) {
+      m.relay_in_nic = j.at("relay_in_nic").get<std::string>();
+      m.relay_out_nic = j.at("relay_out_nic").get<std::string>();
+      m.downstream_id = j.at("downstream").get<uint64_t>();
+      m.name = j.at("name").get<std::string>();
+    }
     if (m.type == ControlType::kRefuse || m.type == ControlType::kLaneFailed ||
-        m.type == ControlType::kLost) {
+        m.type == ControlType::kLost || m.type == ControlType::kRelayReady) {
       m.reason = j.at("reason").get<std::string>();
     }
     if (m.type == ControlType::kLost || m.type == ControlType::kRecover ||
@@ -228,7 +269,10 @@ bool LanePath::SameAs(const LanePath& o) const {
   for (size_t i = 0; i < stripes.size(); ++i) {
     const StripePath &a = stripes[i], &b = o.stripes[i];
     if (a.local_nic != b.local_nic || a.remote_nic != b.remote_nic ||
-        !SameCircuitSpec(a.circuit, b.circuit)) {
+        !SameCircuitSpec(a.circuit, b.circuit) || a.relay_host != b.relay_host ||
+        a.relay_in_nic != b.relay_in_nic || a.relay_out_nic != b.relay_out_nic ||
+        a.first_direct != b.first_direct || a.second_direct != b.second_direct ||
+        (a.first_direct && !SameCircuitSpec(a.first_circuit, b.first_circuit))) {
       return false;
     }
   }
@@ -238,16 +282,27 @@ bool LanePath::SameAs(const LanePath& o) const {
 std::string LanePath::Describe() const {
   std::string s = absl::StrCat(local_nic.empty() ? "?" : local_nic, " -> ",
                                remote_nic.empty() ? "?" : remote_nic);
+  const std::string split =
+      split_min_bytes > 0 ? absl::StrCat(", split from ", split_min_bytes, " B") : "";
   if (direct) {
-    absl::StrAppend(&s, " (circuit ", CircuitName(circuit),
-                    split_min_bytes > 0 ? absl::StrCat(", split from ", split_min_bytes, " B") : "",
-                    ")");
-    for (const StripePath& p : stripes) {
+    absl::StrAppend(&s, " (circuit ", CircuitName(circuit), split, ")");
+  } else {
+    absl::StrAppend(&s, " (EPS", split, ")");
+  }
+  for (const StripePath& p : stripes) {
+    if (p.relay()) {
+      absl::StrAppend(
+          &s, " + ", p.local_nic, " -> ", p.relay_host, " ", p.relay_in_nic, "/", p.relay_out_nic,
+          " -> ", p.remote_nic, " (relay ",
+          p.first_direct ? absl::StrCat("circuit ", CircuitName(p.first_circuit))
+                         : std::string("EPS"),
+          " then ",
+          p.second_direct ? absl::StrCat("circuit ", CircuitName(p.circuit)) : std::string("EPS"),
+          ")");
+    } else {
       absl::StrAppend(&s, " + ", p.local_nic, " -> ", p.remote_nic, " (circuit ",
                       CircuitName(p.circuit), ")");
     }
-  } else {
-    absl::StrAppend(&s, " (EPS)");
   }
   return s;
 }

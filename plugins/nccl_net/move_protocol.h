@@ -30,6 +30,16 @@
 //                                   lanes only (multipath.h): the sender's
 //                                   per-tag counts and, per tag, the parts
 //                                   from the receiver's counts on that it split
+//
+// and of relay set-up (relay stripes, lane.h), on the home lane of any send
+// comm from the origin A to the relay host B, whatever NCCL comm it is:
+//   RELAY_OPEN  A -> B              `move` is the id of the connection A
+//                                   dials to B's relay_in_nic; B dials the
+//                                   peer's `address` from its relay_out_nic
+//                                   with id `downstream_id` (the peer waits
+//                                   for it as for a stripe) and forwards
+//   RELAY_READY B -> A              B's address on relay_in_nic, or `reason`
+//                                   when it cannot relay
 #pragma once
 
 #include <cstdint>
@@ -53,7 +63,9 @@ enum class ControlType {
   kAck,
   kLost,
   kRecover,
-  kResent
+  kResent,
+  kRelayOpen,
+  kRelayReady
 };
 const char* ControlTypeName(ControlType t);
 
@@ -62,15 +74,20 @@ struct ControlMessage {
   uint64_t move_id = 0;
   LanePath target;      // kMove: as seen from the sender (remote_nic is the receiver's NIC)
   uint64_t epoch = 0;   // kMove
-  std::string address;  // kReady: the receiver's transport address on target.remote_nic
+  std::string address;  // kReady: the receiver's transport address on target.remote_nic;
+                        // kRelayOpen: the peer's; kRelayReady: the relay's on relay_in_nic
   // kReady, striped targets: its address on each stripe's NIC, in order.
   std::vector<std::string> stripe_addresses;
   TagCounts counts;         // kMove, kReady, kAck, kRecover, kResent
-  std::string reason;       // kRefuse, kLaneFailed, kLost
+  std::string reason;       // kRefuse, kLaneFailed, kLost, kRelayReady (refused)
   uint64_t generation = 0;  // kLost, kRecover, kResent: the recovery's number (1, 2, ...)
   // kRecover: per tag, the part numbers the receiver re-posted, ascending;
   // kResent: those the sender split, from the receiver's counts on.
   absl::flat_hash_map<uint32_t, std::vector<uint64_t>> missing;
+  // kRelayOpen: the relay host's NICs and the peer's connection id; `name`
+  // says whose relay it is, for messages ("h0 -> h2").
+  std::string relay_in_nic, relay_out_nic, name;
+  uint64_t downstream_id = 0;
 };
 
 std::string EncodeControl(const ControlMessage& m);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugins/nccl_net/comm.h"
+#include "plugins/nccl_net/relay_forwarder.h"
 #include "plugins/nccl_net/result.h"
 #include "runtime/collectives/alltoall_internal.h"
 #include "runtime/common/status.h"
@@ -184,10 +185,13 @@ absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share) {
     if (cut[j] > 0 && sp.stripe_error.ok()) {
       transport::Connection* conn =
           j - 1 < lane.stripes.size() ? lane.stripes[j - 1].get() : nullptr;
+      const char* piece = static_cast<const char*>(r.data[i]) + at;
+      // A relay stripe's piece goes with a header for the relay host, which
+      // forwards it under the same tag (relay_forwarder.h).
       absl::StatusOr<std::unique_ptr<transport::Request>> p =
-          conn == nullptr
-              ? absl::UnavailableError("the stripe's connection is closed")
-              : conn->Isend(static_cast<const char*>(r.data[i]) + at, cut[j], r.tags[i]);
+          conn == nullptr ? absl::UnavailableError("the stripe's connection is closed")
+          : lane.path.stripes[j - 1].relay() ? PostRelaySend(*conn, piece, cut[j], r.tags[i])
+                                             : conn->Isend(piece, cut[j], r.tags[i]);
       if (p.ok()) {
         q = *std::move(p);
         sp.stripe_bytes += cut[j];
@@ -214,7 +218,15 @@ absl::Status PostSendPart(Comm& c, Request& r, int i, double eps_share) {
   }
   sp.header_send = *std::move(h);
   sp.has_header = true;
-  if (plan.second == 0) return absl::OkStatus();
+  if (plan.second == 0) {
+    // Nothing on home, but cut over the lane's connections (a lane on EPS
+    // with relay stripes): counted as split too.
+    if (sp.stripe_bytes > 0) {
+      ++c.split.parts;
+      c.split.primary_bytes += plan.primary;
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::unique_ptr<transport::Request>> p = c.home->connection->Isend(
       static_cast<const char*>(r.data[i]) + plan.primary, plan.second, r.tags[i] | kSecondPieceBit);
   if (!p.ok()) {

@@ -231,6 +231,10 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
     HandleRecovery(c, m);
     return;
   }
+  if (m.type == ControlType::kRelayOpen || m.type == ControlType::kRelayReady) {
+    HandleRelayControl(c, on, m);
+    return;
+  }
   Move* move = c.move.get();
   const bool ours = move != nullptr && move->id == m.move_id;
   switch (m.type) {
@@ -260,10 +264,9 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       mv->target.split_min_bytes = m.target.split_min_bytes;
       mv->target.gbps = m.target.gbps;
       for (const StripePath& sp : m.target.stripes) {
-        mv->target.stripes.push_back(StripePath{.local_nic = sp.remote_nic,
-                                                .remote_nic = sp.local_nic,
-                                                .circuit = sp.circuit,
-                                                .gbps = sp.gbps});
+        StripePath mine = sp;  // seen from this end (a relay's hops as they are)
+        std::swap(mine.local_nic, mine.remote_nic);
+        mv->target.stripes.push_back(std::move(mine));
       }
       // Split headers come on home from the first split part on.
       if (m.target.split_min_bytes > 0) c.split_seen = true;
@@ -352,6 +355,12 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       }
       for (size_t j = 0; j < move->target.stripes.size(); ++j) {
         const StripePath& sp = move->target.stripes[j];
+        if (sp.relay()) {
+          // Through the relay host, which dials the receiver (path_mover_relay.cc).
+          AskRelay(c, j, m.stripe_addresses[j]);
+          move->stripe_dials.push_back(nullptr);
+          continue;
+        }
         absl::StatusOr<transport::Device*> sd = options_.device(sp.local_nic);
         transport::ConnectOptions so = co;
         so.remote_address = m.stripe_addresses[j];
@@ -518,7 +527,9 @@ void PathMover::Advance(Comm& c) {
       m.next->connection = **std::move(r);
     }
   }
-  // A striped target's further connections (none for a plain one).
+  // A striped target's further connections (none for a plain one); relay
+  // stripes once their relay host answered.
+  if (!m.relay_waits.empty() && !AdvanceRelayDials(c)) return;
   m.stripes_made.resize(m.stripe_dials.size());
   for (size_t j = 0; j < m.stripe_dials.size(); ++j) {
     if (m.stripe_dials[j] == nullptr) continue;
@@ -569,6 +580,8 @@ PathMover::Stats PathMover::stats() const {
   s.failovers = failovers_.load();
   s.parts_resent = parts_resent_.load();
   s.installed_epoch = installed_epoch_.load();
+  absl::MutexLock lock(&relays_mu_);
+  if (relay_service_ != nullptr) s.relays = relay_service_->counts();
   return s;
 }
 
@@ -578,11 +591,16 @@ void PathMover::Run() {
     bool busy = false;
     {
       absl::MutexLock lock(&comms_mu_);
+      absl::flat_hash_set<std::string> reachable;  // hosts a relay can be asked on
       for (Comm* c : comms_) {
         absl::MutexLock cl(&c->mu);
         Advance(*c);
         busy |= c->move != nullptr || c->ack_due || c->recovering || c->awaiting_resent;
+        if (c->is_send && !c->lane_failed && c->home != nullptr && !c->recovering) {
+          reachable.insert(c->peer_host);
+        }
       }
+      busy |= RunRelays(reachable);
     }
     Report();
     absl::SleepFor(busy ? options_.tick : options_.tick * 10);

@@ -51,10 +51,15 @@
 // Options::static_plan) applies again to every topology. With Options::router "v1", SetRouting is
 // ignored: one lane, as before.
 //
+// Relays (path_mover_relay.cc): a plan that allows them adds relay stripes
+// (through a third host, which forwards) to a comm's lane while a send comm
+// of this mover reaches every relay host of the peer; the mover also sets
+// up the relays this host forwards for others (relay_forwarder.h).
+//
 // Threads: a "mx-nccl-mover" thread advances moves and reports; the agent's
 // event thread calls the TopologyFollower methods; NCCL's proxy threads call
 // LanesFor and Advance with the comm's mutex held. Lock order: the mover's
-// comm set, then a comm's mutex, then the routing state.
+// comm set, then a comm's mutex, then the routing state, then the relay state.
 #pragma once
 
 #include <atomic>
@@ -73,6 +78,7 @@
 #include "absl/time/time.h"
 #include "plugins/nccl_net/comm.h"
 #include "plugins/nccl_net/move_protocol.h"
+#include "plugins/nccl_net/relay_forwarder.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/router/route_table.h"
 #include "runtime/router/route_table_v2.h"
@@ -82,6 +88,22 @@ namespace mixnet::nccl {
 
 // The transport connection id of stripe `stripe` of the lane a move makes.
 uint64_t StripeConnectionId(uint64_t move_id, size_t stripe);
+
+// How a lane carries router v2's split of a peer's bytes when relays are
+// part of it (pure): `circuit_gbps` are the rates of the lane's circuits
+// (its own first; empty for a lane on EPS), `eps` the share of the EPS
+// paths and `relays` each relay stripe's share. Returns the share split off
+// onto home (PlanSplit's) and the cut weights of the lane's connections
+// (StripeCut's rates: its own, its circuit stripes, then its relays). On a
+// circuit lane the relays weigh share x (sum of circuit rates) / (circuit
+// share), so the cut gives each its share; on an EPS lane home carries
+// nothing and the lane's own connection weighs the EPS share.
+struct LaneWeights {
+  double home_share = 0;
+  std::vector<double> weights;
+};
+LaneWeights RelayLaneWeights(const std::vector<double>& circuit_gbps, double eps,
+                             const std::vector<double>& relays);
 
 // "send comm to h1 (10.0.0.2:4711 via eps0)", for messages.
 std::string CommName(const Comm& c);
@@ -135,6 +157,9 @@ class PathMover : public router::TopologyFollower {
     std::string router = "v2";
     uint64_t split_min_bytes = 64 << 10;
     std::optional<router::RoutingPlan> static_plan;
+    // Relays this host forwards for others: bytes each may hold
+    // (relay_forwarder.h).
+    size_t relay_buffer_bytes = size_t{64} << 20;
   };
   static absl::StatusOr<std::unique_ptr<PathMover>> Create(Options options);
   ~PathMover() override;  // stops the thread; comms must be removed first
@@ -168,14 +193,19 @@ class PathMover : public router::TopologyFollower {
   absl::Status SetRouting(const router::RoutingPlan& plan) override;
   uint64_t installed_epoch() const override;
 
-  // The share of `comm`'s bytes router v2 puts on EPS (0 without a routing).
+  // The share of `comm`'s bytes router v2 puts on EPS (0 without a routing),
+  // that a part on a circuit lane splits off onto home; a lane on EPS (one
+  // with relay stripes) splits nothing off.
   double EpsShare(const Comm& comm) const;
+  double HomeShare(const Comm& comm, const LanePath& lane) const;
 
   struct Stats {
     uint64_t moves_started = 0, moves_done = 0, moves_abandoned = 0;
     uint64_t installed_epoch = 0;
     uint64_t failovers = 0;     // recoveries completed (either end)
     uint64_t parts_resent = 0;  // send parts re-sent over home lanes
+    // Relays this host forwarded for others (relay_forwarder.h).
+    RelayService::Counts relays;
   };
   Stats stats() const;
 
@@ -186,8 +216,27 @@ class PathMover : public router::TopologyFollower {
   // peer is not a host of the spec (the comm stays where it is).
   std::optional<LanePath> Desired(const Comm& comm) const;
   absl::Status InstallRouting(const router::Topology& topology, bool restricted);
-  // True when `p` is direct over a circuit the routing topology lacks.
+  // True when `p` runs over a circuit the routing topology lacks (its own,
+  // a stripe's, or a hop of a relay stripe).
   bool Vanishing(const LanePath& p) const;
+  // Relays (path_mover_relay.cc). Origin: the relay routes to `peer` that
+  // can be set up now (through hosts a send comm of ours reaches).
+  std::vector<router::Path> UsableRelays(const std::string& peer) const;
+  // Origin: the receiver's READY named its address for relay stripe j of
+  // the move: ask the relay host (RELAY_OPEN, sent by the mover thread).
+  void AskRelay(Comm& c, size_t j, const std::string& peer_address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // Origin: dials the relay hosts that answered; false when the move was
+  // abandoned.
+  bool AdvanceRelayDials(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // Relay host: RELAY_OPEN on `on`, a lane of `c`; RELAY_READY anywhere.
+  void HandleRelayControl(Comm& c, Lane& on, const ControlMessage& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // Mover thread, comms_mu_ held: sends the queued RELAY_OPENs, notes which
+  // hosts can relay (`reachable`: peers of healthy send comms), starts the
+  // relays whose connections are up. True while relays are being made.
+  bool RunRelays(const absl::flat_hash_set<std::string>& reachable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(comms_mu_);
   std::string DescribeBlocked() const;
   void Report();
 
@@ -244,6 +293,36 @@ class PathMover : public router::TopologyFollower {
   std::shared_ptr<const router::RouteTable> table_ ABSL_GUARDED_BY(routing_mu_);
   // Router v2's EPS share per peer host (SetRouting; empty: router v1).
   absl::flat_hash_map<std::string, double> eps_share_ ABSL_GUARDED_BY(routing_mu_);
+  // A plan with relays: per peer host, the EPS share and the relay paths
+  // (weights > 0) of the split with relays, used while every relay host of
+  // the peer is reachable (UsableRelays); eps_share_ is the split without.
+  struct RelaySplit {
+    double eps_share = 0;
+    std::vector<router::Path> paths;
+  };
+  absl::flat_hash_map<std::string, RelaySplit> relay_split_ ABSL_GUARDED_BY(routing_mu_);
+
+  // Relays. Lock order: after any comm's mutex and routing_mu_; nothing is
+  // taken under it but the relay service's.
+  mutable absl::Mutex relays_mu_;
+  absl::flat_hash_set<std::string> relay_reachable_ ABSL_GUARDED_BY(relays_mu_);
+  struct RelayOpen {
+    std::string relay_host;
+    ControlMessage message;
+  };
+  std::vector<RelayOpen> relay_outbox_ ABSL_GUARDED_BY(relays_mu_);
+  struct RelayAnswer {
+    std::string address;
+    std::string reason;  // refused
+  };
+  absl::flat_hash_map<uint64_t, RelayAnswer> relay_answers_ ABSL_GUARDED_BY(relays_mu_);
+  struct PendingRelay {
+    std::string name;
+    std::shared_ptr<ConnectionTask> up, down;
+    std::unique_ptr<transport::Connection> up_made, down_made;
+  };
+  std::vector<PendingRelay> pending_relays_ ABSL_GUARDED_BY(relays_mu_);
+  std::unique_ptr<RelayService> relay_service_ ABSL_GUARDED_BY(relays_mu_);  // at the first relay
   std::atomic<uint64_t> installed_epoch_{0};
   std::atomic<uint64_t> routing_generation_{1};  // bumped by every routing change
 

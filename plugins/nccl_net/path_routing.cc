@@ -41,6 +41,25 @@ absl::Status PathMover::InstallRouting(const router::Topology& topology, bool re
   return absl::OkStatus();
 }
 
+LaneWeights RelayLaneWeights(const std::vector<double>& circuit_gbps, double eps,
+                             const std::vector<double>& relays) {
+  LaneWeights w;
+  double relayed = 0;
+  for (double r : relays) relayed += r;
+  if (circuit_gbps.empty()) {
+    w.weights.push_back(eps);
+    for (double r : relays) w.weights.push_back(r);
+    return w;
+  }
+  w.home_share = eps;
+  double rate = 0;
+  for (double g : circuit_gbps) rate += g;
+  w.weights = circuit_gbps;
+  const double circuit_share = std::max(1.0 - eps - relayed, 1e-9);
+  for (double r : relays) w.weights.push_back(r * rate / circuit_share);
+  return w;
+}
+
 std::optional<LanePath> PathMover::Desired(const Comm& c) const {
   if (c.peer_host.empty() || c.peer_host == options_.host) return std::nullopt;
   const cluster::HostSpec* peer = options_.spec.FindHost(c.peer_host);
@@ -55,13 +74,16 @@ std::optional<LanePath> PathMover::Desired(const Comm& c) const {
   if (paths.empty() || paths[0].kind == router::PathKind::kIntraHost) return std::nullopt;
   const router::Path* p = &paths[c.key % paths.size()];
   const double share = EpsShare(c);
+  const std::vector<router::Path> relays = UsableRelays(c.peer_host);
+  double relayed = 0;
+  for (const router::Path& r : relays) relayed += r.weight;
   bool v2 = false;  // a router v2 routing for this peer is in place
   {
     absl::MutexLock lock(&routing_mu_);
     v2 = eps_share_.contains(c.peer_host);
   }
-  if (p->kind == router::PathKind::kOcs && share >= 1) {
-    // Router v2 gives the circuits nothing: EPS carries the comm.
+  if (p->kind == router::PathKind::kOcs && share + relayed >= 1 - 1e-9) {
+    // Router v2 gives the circuits nothing: EPS (and relays) carry the comm.
     const std::vector<router::Path>& eps = table->EpsPathsTo(c.peer_host);
     if (eps.empty()) return std::nullopt;
     p = &eps[c.key % eps.size()];
@@ -91,22 +113,73 @@ std::optional<LanePath> PathMover::Desired(const Comm& c) const {
         const cluster::NicSpec* qa = self->FindNic(q->local_nic);
         const cluster::NicSpec* qb = peer->FindNic(q->remote_nic);
         if (qa == nullptr || qb == nullptr) continue;
-        out.stripes.push_back(StripePath{
-            .local_nic = q->local_nic,
-            .remote_nic = q->remote_nic,
-            .circuit = Normalized(cluster::CircuitSpec{qa->ocs_switch, qa->ocs_port, qb->ocs_port}),
-            .gbps = q->gbps});
+        StripePath sp;
+        sp.local_nic = q->local_nic;
+        sp.remote_nic = q->remote_nic;
+        sp.circuit = Normalized(cluster::CircuitSpec{qa->ocs_switch, qa->ocs_port, qb->ocs_port});
+        sp.gbps = q->gbps;
+        out.stripes.push_back(std::move(sp));
       }
       if (!out.stripes.empty()) out.split_min_bytes = options_.split_min_bytes;
     }
   }
+  if (relays.empty()) return out;
+  // Relay stripes after the circuits, weighted so the cut gives each its
+  // share (RelayLaneWeights).
+  std::vector<double> circuit_gbps;
+  if (out.direct) {
+    circuit_gbps.push_back(out.gbps);
+    for (const StripePath& sp : out.stripes) circuit_gbps.push_back(sp.gbps);
+  }
+  std::vector<double> relay_shares;
+  for (const router::Path& r : relays) relay_shares.push_back(r.weight);
+  const LaneWeights w = RelayLaneWeights(circuit_gbps, share, relay_shares);
+  if (!out.direct) out.gbps = w.weights[0];
+  const cluster::HostSpec* relay_spec = nullptr;
+  for (size_t j = 0; j < relays.size(); ++j) {
+    const router::Path& r = relays[j];
+    relay_spec = options_.spec.FindHost(r.relay_host);
+    if (relay_spec == nullptr) return std::nullopt;
+    const cluster::NicSpec* a = self->FindNic(r.local_nic);
+    const cluster::NicSpec* b_in = relay_spec->FindNic(r.remote_nic);
+    const cluster::NicSpec* b_out = relay_spec->FindNic(r.relay_nic);
+    const cluster::NicSpec* d = peer->FindNic(r.peer_nic);
+    if (a == nullptr || b_in == nullptr || b_out == nullptr || d == nullptr) return std::nullopt;
+    StripePath sp;
+    sp.local_nic = r.local_nic;
+    sp.remote_nic = r.peer_nic;
+    sp.gbps = w.weights[circuit_gbps.empty() ? 1 + j : circuit_gbps.size() + j];
+    sp.relay_host = r.relay_host;
+    sp.relay_in_nic = r.remote_nic;
+    sp.relay_out_nic = r.relay_nic;
+    sp.first_direct = r.first_hop == router::PathKind::kOcs;
+    sp.second_direct = r.second_hop == router::PathKind::kOcs;
+    if (sp.first_direct) {
+      sp.first_circuit =
+          Normalized(cluster::CircuitSpec{a->ocs_switch, a->ocs_port, b_in->ocs_port});
+    }
+    if (sp.second_direct) {
+      sp.circuit =
+          Normalized(cluster::CircuitSpec{b_out->ocs_switch, b_out->ocs_port, d->ocs_port});
+    }
+    out.stripes.push_back(std::move(sp));
+  }
+  out.split_min_bytes = options_.split_min_bytes;
   return out;
 }
 
 double PathMover::EpsShare(const Comm& c) const {
+  const bool relayed = !UsableRelays(c.peer_host).empty();
   absl::MutexLock lock(&routing_mu_);
+  if (auto r = relay_split_.find(c.peer_host); relayed && r != relay_split_.end()) {
+    return r->second.eps_share;
+  }
   auto it = eps_share_.find(c.peer_host);
   return it == eps_share_.end() ? 0.0 : it->second;
+}
+
+double PathMover::HomeShare(const Comm& c, const LanePath& lane) const {
+  return lane.direct ? EpsShare(c) : 0.0;
 }
 
 absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
@@ -120,10 +193,10 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
       absl::StrCat("NCCL plugin on host ", options_.host, ": routing for epoch ", topology.epoch);
   absl::StatusOr<TrafficMatrix> demand = router::PlanDemand(options_.spec, plan);
   if (!demand.ok()) return Annotate(demand.status(), what);
-  // The plugin's lanes do not forward for other hosts, so it splits as
-  // router v2 without relays even when the plan allows them: the best split
-  // of the paths it runs. (A relay plan's split would move bytes off a pair's
-  // circuit to make room for relayed bytes that would then go over EPS.)
+  // The split without relays, for peers whose relays cannot be set up (no
+  // comm of ours reaches the relay host): a relay plan's split would move
+  // bytes off a pair's circuit to make room for relayed bytes that would
+  // then go over EPS.
   absl::StatusOr<router::RouteTable> table = router::BuildRouteTableV2(
       options_.spec, topology, options_.host, *demand, router::RouterV2Options{.relay = false});
   if (!table.ok()) return Annotate(table.status(), what);
@@ -135,6 +208,27 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
     shares[h.name] = share;
     if (share > 0 && share < 1) split.push_back(absl::StrCat(h.name, " ", share));
   }
+  // With relays (the plan allows them): the relay host forwards (relay_forwarder.h).
+  absl::flat_hash_map<std::string, RelaySplit> relay_split;
+  std::vector<std::string> relayed;
+  if (plan.relay) {
+    absl::StatusOr<router::RouteTable> with = router::BuildRouteTableV2(
+        options_.spec, topology, options_.host, *demand, router::RouterV2Options{.relay = true});
+    if (!with.ok()) return Annotate(with.status(), what);
+    for (const cluster::HostSpec& h : options_.spec.hosts) {
+      if (h.name == options_.host) continue;
+      RelaySplit rs;
+      rs.eps_share = router::SharesTo(*with, h.name).eps;
+      for (const router::Path& q : with->PathsTo(h.name)) {
+        if (q.kind == router::PathKind::kRelay && q.weight > 0) rs.paths.push_back(q);
+      }
+      if (rs.paths.empty()) continue;
+      for (const router::Path& q : rs.paths) {
+        relayed.push_back(absl::StrCat(h.name, " via ", q.relay_host, " ", q.weight));
+      }
+      relay_split[h.name] = std::move(rs);
+    }
+  }
   {
     absl::MutexLock lock(&routing_mu_);
     // A Commit since we read the topology: these weights are for the old one.
@@ -143,7 +237,14 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
           absl::StrCat(what, ": epoch ", installed_.epoch, " was installed meanwhile"));
     }
     eps_share_ = std::move(shares);
+    relay_split_ = std::move(relay_split);
     routing_generation_.fetch_add(1);
+  }
+  if (!relayed.empty()) {
+    LogInfo(absl::StrCat(what,
+                         " (router v2): relay shares (used while a comm reaches the relay "
+                         "host): ",
+                         absl::StrJoin(relayed, ", ")));
   }
   LogInfo(absl::StrCat(what, " (router v2): EPS shares of split peers: ",
                        split.empty() ? std::string("none") : absl::StrJoin(split, ", ")));
@@ -151,7 +252,7 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
 }
 
 bool PathMover::Vanishing(const LanePath& p) const {
-  if (!p.direct) return false;
+  if (!p.direct && p.stripes.empty()) return false;
   absl::MutexLock lock(&routing_mu_);
   auto leaving = [&](const cluster::CircuitSpec& circuit) {
     for (const cluster::CircuitSpec& c : routing_.circuits) {
@@ -159,9 +260,13 @@ bool PathMover::Vanishing(const LanePath& p) const {
     }
     return true;
   };
-  if (leaving(p.circuit)) return true;
+  if (p.direct && leaving(p.circuit)) return true;
   for (const StripePath& s : p.stripes) {
-    if (leaving(s.circuit)) return true;
+    if (!s.relay() && leaving(s.circuit)) return true;
+    if (s.relay() &&
+        ((s.first_direct && leaving(s.first_circuit)) || (s.second_direct && leaving(s.circuit)))) {
+      return true;
+    }
   }
   return false;
 }
@@ -214,6 +319,7 @@ absl::Status PathMover::Commit(const router::Topology& target, absl::Time deadli
     // Router v1's paths until a routing for the new topology comes.
     absl::MutexLock lock(&routing_mu_);
     eps_share_.clear();
+    relay_split_.clear();
   }
   RETURN_IF_ERROR(InstallRouting(target, false));
   if (options_.static_plan.has_value()) return SetRouting(*options_.static_plan);

@@ -196,8 +196,9 @@ absl::Status Plugin::Isend(void* send_comm, void* data, size_t size, int tag, vo
   r->lanes[0] = lane;
   Describe(*comm, *r, 0, const_cast<void*>(data), size, wire_tag);
   // A split lane cuts the part over it and home (multipath.h).
-  const double eps_share =
-      mover_ != nullptr && lane->path.split_min_bytes > 0 ? mover_->EpsShare(*comm) : 0.0;
+  const double eps_share = mover_ != nullptr && lane->path.split_min_bytes > 0
+                               ? mover_->HomeShare(*comm, lane->path)
+                               : 0.0;
   absl::Status posted = PostSendPart(*comm, *r, 0, eps_share);
   if (!posted.ok()) {
     if (r->parts[0] != nullptr) {

@@ -21,30 +21,65 @@ absl::Status Annotated(const absl::Status& s, const std::string& what) {
 
 }  // namespace
 
-bool RelaySend::Done() const {
-  return header_send != nullptr && data_send != nullptr && header_send->Done() && data_send->Done();
-}
+namespace {
 
-absl::Status RelaySend::status() const {
-  if (header_send != nullptr && header_send->Done() && !header_send->status().ok()) {
-    return header_send->status();
+// A relayed piece's two sends as one request; owns the header's buffer.
+class RelaySendRequest : public transport::Request {
+ public:
+  RelaySendRequest(uint64_t tag, size_t len) {
+    header_.tag = tag;
+    header_.bytes = len;
   }
-  if (data_send != nullptr && data_send->Done()) return data_send->status();
-  return absl::OkStatus();
-}
+  ~RelaySendRequest() override {
+    // The transport reads the header until its send is over (a request left
+    // pending is one on a connection being closed, which cancels it).
+    if (header_send_ != nullptr) header_send_->Wait(absl::Seconds(1)).IgnoreError();
+  }
+  bool Done() const override {
+    return header_send_->Done() && (data_send_ == nullptr || data_send_->Done());
+  }
+  absl::Status Wait(absl::Duration timeout) override {
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::Status s = header_send_->Wait(timeout);
+    if (s.code() == absl::StatusCode::kDeadlineExceeded && !header_send_->Done()) return s;
+    if (data_send_ != nullptr) {
+      absl::Status d = data_send_->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      if (d.code() == absl::StatusCode::kDeadlineExceeded && !data_send_->Done()) return d;
+    }
+    return status();
+  }
+  absl::Status status() const override {
+    if (!Done()) return absl::OkStatus();
+    if (!header_send_->status().ok()) return header_send_->status();
+    if (!post_error_.ok()) return post_error_;
+    return data_send_->status();
+  }
+  size_t bytes() const override {
+    return Done() && data_send_ != nullptr && status().ok() ? data_send_->bytes() : 0;
+  }
 
-absl::Status PostRelaySend(transport::Connection& upstream, const void* buf, size_t len,
-                           uint64_t tag, RelaySend& out) {
-  out.header = RelayHeader{};
-  out.header.tag = tag;
-  out.header.bytes = len;
-  auto h = upstream.Isend(&out.header, sizeof(out.header), kRelayHeaderTag);
+  RelayHeader header_;
+  std::unique_ptr<transport::Request> header_send_;
+  std::unique_ptr<transport::Request> data_send_;
+  absl::Status post_error_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<transport::Request>> PostRelaySend(transport::Connection& upstream,
+                                                                  const void* buf, size_t len,
+                                                                  uint64_t tag) {
+  auto r = std::make_unique<RelaySendRequest>(tag, len);
+  auto h = upstream.Isend(&r->header_, sizeof(r->header_), kRelayHeaderTag);
   if (!h.ok()) return Annotated(h.status(), "posting a relay header");
-  out.header_send = *std::move(h);
+  r->header_send_ = *std::move(h);
   auto d = upstream.Isend(buf, len, kRelayDataTag);
-  if (!d.ok()) return Annotated(d.status(), "posting a relayed piece");
-  out.data_send = *std::move(d);
-  return absl::OkStatus();
+  if (d.ok()) {
+    r->data_send_ = *std::move(d);
+  } else {
+    r->post_error_ = Annotated(d.status(), "posting a relayed piece after its header");
+  }
+  return r;
 }
 
 RelayForwarder::RelayForwarder(std::unique_ptr<transport::Connection> upstream,
@@ -183,8 +218,8 @@ RelayForwarder::State RelayForwarder::Advance() {
   return state_;
 }
 
-RelayService::RelayService(FailureCallback on_failure, absl::Duration idle_poll)
-    : on_failure_(std::move(on_failure)),
+RelayService::RelayService(EndCallback on_end, absl::Duration idle_poll)
+    : on_end_(std::move(on_end)),
       idle_poll_(idle_poll),
       wakeup_(std::make_shared<transport::CompletionGroup>()) {
   thread_ = std::thread([this] { Loop(); });
@@ -234,11 +269,9 @@ void RelayService::Loop() {
         it = running_.erase(it);
       }
     }
-    // A relay counts as ended once its failure was reported.
+    // A relay counts as ended once its end was reported.
     for (const auto& f : ended) {
-      if (f->state() == RelayForwarder::State::kFailed && on_failure_) {
-        on_failure_(f->name(), f->status());
-      }
+      if (on_end_) on_end_(*f);
     }
     if (!ended.empty()) {
       absl::MutexLock lock(&mu_);

@@ -62,21 +62,15 @@ struct RelayHeader {
 };
 static_assert(sizeof(RelayHeader) == 24);
 
-// The origin's side: one piece posted on a relay connection. Keep it (it
-// holds the header's buffer) until Done().
-struct RelaySend {
-  RelayHeader header;
-  std::unique_ptr<transport::Request> header_send;
-  std::unique_ptr<transport::Request> data_send;
-  bool Done() const;
-  // The first error of the two sends; OK while pending or when both succeeded.
-  absl::Status status() const;
-};
-// Posts `len` bytes at `buf` for the relay to forward under `tag`. On an
-// error nothing may have been posted, or only the header: the connection is
-// then unusable (its relay fails at the short stream).
-absl::Status PostRelaySend(transport::Connection& upstream, const void* buf, size_t len,
-                           uint64_t tag, RelaySend& out);
+// The origin's side: posts `len` bytes at `buf` on a relay connection for
+// the relay to forward under `tag` (the header, then the piece). One
+// request for both: done once both sends are, with the first error; its
+// bytes are the piece's. An error means nothing left; a piece that cannot
+// follow its header makes the request fail (the relay then fails at the
+// short stream, the connection being unusable anyway).
+absl::StatusOr<std::unique_ptr<transport::Request>> PostRelaySend(transport::Connection& upstream,
+                                                                  const void* buf, size_t len,
+                                                                  uint64_t tag);
 
 struct RelayForwarderOptions {
   size_t max_piece_bytes = size_t{64} << 20;
@@ -140,15 +134,15 @@ class RelayForwarder {
   std::shared_ptr<transport::CompletionGroup> wakeup_;
 };
 
-// Runs forwarders on one thread ("mx-nccl-relay") until each ends; a failed
-// one is reported to `on_failure` (from that thread, before counts() counts
-// it) and dropped.
+// Runs forwarders on one thread ("mx-nccl-relay") until each ends; each
+// that ends (drained or failed) is handed to `on_end` (from that thread,
+// before counts() counts it) and dropped.
 class RelayService {
  public:
-  using FailureCallback = std::function<void(const std::string& name, const absl::Status& why)>;
+  using EndCallback = std::function<void(const RelayForwarder& ended)>;
   // `idle_poll`: how long the thread sleeps when nothing completed (requests
   // of transports that cannot notify are polled at this period).
-  explicit RelayService(FailureCallback on_failure = nullptr,
+  explicit RelayService(EndCallback on_end = nullptr,
                         absl::Duration idle_poll = absl::Milliseconds(1));
   ~RelayService();  // stops the thread, then closes every relay still running
   RelayService(const RelayService&) = delete;
@@ -168,7 +162,7 @@ class RelayService {
  private:
   void Loop();
 
-  const FailureCallback on_failure_;
+  const EndCallback on_end_;
   const absl::Duration idle_poll_;
   mutable absl::Mutex mu_;
   // Replaced when a request failed hard (a group stays woken after that).

@@ -134,7 +134,13 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   // A striped target (multipath.h): its further circuits, their rates and
   // the receiver's address on each.
   m.target.gbps = 3;
-  m.target.stripes = {{"ocs2", "ocs1", {"ocs0", 4, 9}, 2.5}, {"ocs3", "ocs3", {"ocs1", 1, 2}, 0}};
+  m.target.stripes.resize(2);
+  m.target.stripes[0].local_nic = "ocs2";
+  m.target.stripes[0].remote_nic = "ocs1";
+  m.target.stripes[0].circuit = {"ocs0", 4, 9};
+  m.target.stripes[0].gbps = 2.5;
+  m.target.stripes[1].local_nic = m.target.stripes[1].remote_nic = "ocs3";
+  m.target.stripes[1].circuit = {"ocs1", 1, 2};
   const std::string sw2 = nccl::EncodeControl(m);
   auto sb = nccl::DecodeControl(sw2.data(), sw2.size());
   ASSERT_TRUE(sb.ok()) << sb.status();
@@ -147,6 +153,68 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(sb->target.Describe(),
             "ocs1 -> ocs0 (circuit ocs0:3-7, split from 65536 B) + ocs2 -> ocs1 (circuit "
             "ocs0:4-9) + ocs3 -> ocs3 (circuit ocs1:1-2)");
+  // A lane on EPS with a relay stripe (path_mover_relay.cc): circuit to
+  // relay host h1, EPS on to the peer; its weight travels with it.
+  nccl::ControlMessage rm = m;
+  rm.target.direct = false;
+  rm.target.gbps = 0.25;
+  rm.target.stripes.resize(1);
+  nccl::StripePath& relay = rm.target.stripes[0];
+  relay.local_nic = "ocs1";
+  relay.remote_nic = "eps0";
+  relay.gbps = 0.75;
+  relay.relay_host = "h1";
+  relay.relay_in_nic = "ocs0";
+  relay.relay_out_nic = "eps1";
+  relay.first_direct = true;
+  relay.first_circuit = {"ocs0", 2, 5};
+  relay.second_direct = false;
+  relay.circuit = {};
+  const std::string rmw = nccl::EncodeControl(rm);
+  auto rmb = nccl::DecodeControl(rmw.data(), rmw.size());
+  ASSERT_TRUE(rmb.ok()) << rmb.status();
+  EXPECT_TRUE(rmb->target.SameAs(rm.target));
+  EXPECT_EQ(rmb->target.gbps, 0.25);
+  EXPECT_EQ(rmb->target.stripes[0].gbps, 0.75);
+  EXPECT_EQ(rmb->target.stripes[0].first_circuit.port_b, 5);
+  EXPECT_EQ(rmb->target.Describe(),
+            "ocs1 -> ocs0 (EPS, split from 65536 B) + ocs1 -> h1 ocs0/eps1 -> eps0 (relay circuit "
+            "ocs0:2-5 then EPS)");
+  nccl::StripePath other_relay = relay;
+  other_relay.relay_host = "h2";
+  nccl::LanePath via_h2 = rm.target;
+  via_h2.stripes[0] = other_relay;
+  EXPECT_FALSE(via_h2.SameAs(rm.target));  // another relay host is another path
+  // Its set-up messages.
+  nccl::ControlMessage open;
+  open.type = nccl::ControlType::kRelayOpen;
+  open.move_id = 77;
+  open.address = std::string("\0tcp:10.0.0.4:9", 15);
+  open.relay_in_nic = "ocs0";
+  open.relay_out_nic = "eps1";
+  open.downstream_id = 0xabcdef0123ull;
+  open.name = "h0 ocs1 -> h3 eps0";
+  const std::string ow = nccl::EncodeControl(open);
+  auto ob = nccl::DecodeControl(ow.data(), ow.size());
+  ASSERT_TRUE(ob.ok()) << ob.status();
+  EXPECT_EQ(ob->type, nccl::ControlType::kRelayOpen);
+  EXPECT_EQ(ob->move_id, 77u);
+  EXPECT_EQ(ob->address, open.address);
+  EXPECT_EQ(ob->relay_in_nic, "ocs0");
+  EXPECT_EQ(ob->relay_out_nic, "eps1");
+  EXPECT_EQ(ob->downstream_id, open.downstream_id);
+  EXPECT_EQ(ob->name, open.name);
+  nccl::ControlMessage ready;
+  ready.type = nccl::ControlType::kRelayReady;
+  ready.move_id = 77;
+  ready.reason = "host h1 cannot relay";
+  const std::string yw = nccl::EncodeControl(ready);
+  auto yb = nccl::DecodeControl(yw.data(), yw.size());
+  ASSERT_TRUE(yb.ok()) << yb.status();
+  EXPECT_EQ(yb->type, nccl::ControlType::kRelayReady);
+  EXPECT_EQ(yb->reason, ready.reason);
+  EXPECT_TRUE(yb->address.empty());
+
   r.stripe_addresses = {std::string("a\0b", 3), "tcp:10.0.0.2:6"};
   auto ra = nccl::DecodeControl(nccl::EncodeControl(r).data(), nccl::EncodeControl(r).size());
   ASSERT_TRUE(ra.ok()) << ra.status();

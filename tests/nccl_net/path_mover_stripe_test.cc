@@ -293,7 +293,11 @@ std::shared_ptr<Lane> SyntheticStripedLane() {
   lane->path.circuit = kFirst;
   lane->path.gbps = 3;
   lane->path.split_min_bytes = 65536;
-  lane->path.stripes.push_back(StripePath{"ocs1", "ocs1", kSecond, 3});
+  StripePath stripe;
+  stripe.local_nic = stripe.remote_nic = "ocs1";
+  stripe.circuit = kSecond;
+  stripe.gbps = 3;
+  lane->path.stripes.push_back(stripe);
   lane->connection = std::make_unique<IdleConnection>();
   lane->stripes.push_back(std::make_unique<IdleConnection>());
   return lane;

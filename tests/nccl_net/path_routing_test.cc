@@ -1,6 +1,8 @@
 // PathMover's router v2 split (plugins/nccl_net/path_routing.cc) for a plan
-// that allows relays: the plugin does not run relays, so it splits as router
-// v2 without them (label cpu; one mover, no transfers). Hand-worked, every
+// that allows relays: while no comm of the mover reaches a peer's relay host
+// (relays are set up over one, path_mover_relay.cc), it splits as router v2
+// without relays (label cpu; one mover, no transfers; relays running:
+// nccl_net_relay_test). Hand-worked, every
 // rate 1 (EPS NIC and circuit, bytes per second), circuits h0-h1 and h1-h2,
 // demand h0 -> h1 3, h0 -> h2 2, h3 -> h2 2:
 //  - without relays h2's EPS ingress carries 4, so T0 = 4 and h0 -> h1 keeps
@@ -89,6 +91,27 @@ TEST(PathRouting, APlanWithRelaysIsSplitAsTheLanesRunIt) {
   to_h2.peer_host = "h2";
   EXPECT_EQ((*mover)->EpsShare(to_h1), 0.0);
   EXPECT_EQ((*mover)->EpsShare(to_h2), 1.0);  // no circuit: EPS
+}
+
+// The cut weights of a lane with relay stripes, hand-worked.
+TEST(PathRouting, RelayWeightsGiveEachStripeItsShare) {
+  // A circuit of rate 3, EPS 0.2, one relay 0.3: the circuit carries 0.5,
+  // so the relay weighs 0.3 x 3 / 0.5 = 1.8 and gets 1.8 / 4.8 of the
+  // primary (0.8 of the bytes): 0.3.
+  LaneWeights w = RelayLaneWeights({3}, 0.2, {0.3});
+  EXPECT_DOUBLE_EQ(w.home_share, 0.2);
+  ASSERT_EQ(w.weights.size(), 2u);
+  EXPECT_DOUBLE_EQ(w.weights[0], 3);
+  EXPECT_NEAR(w.weights[1], 1.8, 1e-12);
+  // Two circuits of 3, EPS 0.1, a relay 0.45: circuits 0.45 over rate 6.
+  w = RelayLaneWeights({3, 3}, 0.1, {0.45});
+  ASSERT_EQ(w.weights.size(), 3u);
+  EXPECT_NEAR(w.weights[2], 6, 1e-12);
+  // No circuit: the lane's own connection is EPS and carries its share;
+  // nothing goes to home.
+  w = RelayLaneWeights({}, 0.4, {0.3, 0.3});
+  EXPECT_EQ(w.home_share, 0);
+  EXPECT_EQ(w.weights, (std::vector<double>{0.4, 0.3, 0.3}));
 }
 
 }  // namespace

@@ -110,12 +110,14 @@ TEST_P(RelayForwarderTest, ForwardsEveryPieceUnderItsTagInOrder) {
   const std::vector<size_t> sizes = {0, 1, 4095, (64 << 10) + 1, (1 << 20) + 3, 8 << 20};
   const std::vector<uint64_t> tags = {7, 9, 7, 9, 7, 9};
   std::vector<std::vector<uint8_t>> src;
-  std::vector<RelaySend> sends(sizes.size());
+  std::vector<std::unique_ptr<transport::Request>> sends;
   RelayService service;
   service.Add(Forwarder());
   for (size_t i = 0; i < sizes.size(); ++i) {
     src.push_back(Pattern(sizes[i], static_cast<uint32_t>(i + 1)));
-    ASSERT_TRUE(PostRelaySend(*a_up_, src[i].data(), sizes[i], tags[i], sends[i]).ok());
+    auto s = PostRelaySend(*a_up_, src[i].data(), sizes[i], tags[i]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    sends.push_back(*std::move(s));
   }
   std::vector<std::vector<uint8_t>> dst(sizes.size());
   std::vector<std::unique_ptr<transport::Request>> recvs(sizes.size());
@@ -136,11 +138,9 @@ TEST_P(RelayForwarderTest, ForwardsEveryPieceUnderItsTagInOrder) {
     for (size_t j = sizes[i]; j < dst[i].size(); ++j) ASSERT_EQ(dst[i][j], 0xEE) << i;
     total += sizes[i];
   }
-  for (auto& s : sends) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (!s.Done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-    ASSERT_TRUE(s.Done());
-    EXPECT_TRUE(s.status().ok()) << s.status();
+  for (size_t i = 0; i < sends.size(); ++i) {
+    EXPECT_TRUE(sends[i]->Wait(absl::Seconds(10)).ok()) << sends[i]->status();
+    EXPECT_EQ(sends[i]->bytes(), sizes[i]);
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (service.counts().pieces < sizes.size() && absl::Now() < deadline) {
@@ -163,16 +163,16 @@ TEST_P(RelayForwarderTest, HoldsAtMostItsBufferAndHoldsTheSenderBack) {
   o.max_buffered_bytes = 1 << 20;
   auto f = Forwarder(o);
   std::vector<std::vector<uint8_t>> src;
-  std::vector<RelaySend> sends(kPieces);
+  std::vector<std::unique_ptr<transport::Request>> sends;
   for (int i = 0; i < kPieces; ++i) {
     src.push_back(Pattern(kPiece, 100 + i));
-    ASSERT_TRUE(PostRelaySend(*a_up_, src[i].data(), kPiece, 3, sends[i]).ok());
+    sends.push_back(*PostRelaySend(*a_up_, src[i].data(), kPiece, 3));
   }
   const absl::Time until = absl::Now() + absl::Milliseconds(300);
   Pump(*f, [&] { return absl::Now() >= until; });
   EXPECT_EQ(f->stats().buffered_bytes, 2 * kPiece);
   int sent = 0;
-  for (const auto& s : sends) sent += s.data_send->Done() ? 1 : 0;
+  for (const auto& s : sends) sent += s->Done() ? 1 : 0;
   EXPECT_LE(sent, 2);
   std::vector<std::vector<uint8_t>> dst(kPieces, std::vector<uint8_t>(kPiece));
   std::vector<std::unique_ptr<transport::Request>> recvs;
@@ -190,10 +190,10 @@ TEST_P(RelayForwarderTest, HoldsAtMostItsBufferAndHoldsTheSenderBack) {
 TEST_P(RelayForwarderTest, AnUpstreamClosedInOrderDrainsThenClosesDownstreamInOrder) {
   // As a lane is dropped: C has every piece (the comm's DONE), then A closes.
   std::vector<std::vector<uint8_t>> src;
-  std::vector<RelaySend> sends(3);
+  std::vector<std::unique_ptr<transport::Request>> sends;
   for (int i = 0; i < 3; ++i) {
     src.push_back(Pattern(1000 * (i + 1), 7 + i));
-    ASSERT_TRUE(PostRelaySend(*a_up_, src[i].data(), src[i].size(), 5, sends[i]).ok());
+    sends.push_back(*PostRelaySend(*a_up_, src[i].data(), src[i].size(), 5));
   }
   auto f = Forwarder();
   for (int i = 0; i < 3; ++i) {
@@ -219,9 +219,9 @@ TEST_P(RelayForwarderTest, AnUpstreamClosedInOrderDrainsThenClosesDownstreamInOr
 TEST_P(RelayForwarderTest, AnUpstreamThatEndsMidPieceFailsTheRelayAndClosesDownstream) {
   std::vector<std::pair<std::string, absl::Status>> failures;
   absl::Mutex mu;
-  RelayService service([&](const std::string& name, const absl::Status& why) {
+  RelayService service([&](const RelayForwarder& ended) {
     absl::MutexLock lock(&mu);
-    failures.emplace_back(name, why);
+    failures.emplace_back(ended.name(), ended.status());
   });
   service.Add(Forwarder());
   // C waits for a piece; A announces 8 MiB, sends none of it and closes.
@@ -254,15 +254,13 @@ TEST_P(RelayForwarderTest, ADownstreamLossFailsTheRelayAndClosesUpstream) {
   service.Add(Forwarder());
   // A 1 MiB piece waits for C's receive (rendezvous), which never comes: C goes.
   std::vector<uint8_t> src = Pattern(1 << 20, 4);
-  RelaySend send;
-  ASSERT_TRUE(PostRelaySend(*a_up_, src.data(), src.size(), 2, send).ok());
+  auto send = *PostRelaySend(*a_up_, src.data(), src.size(), 2);
   absl::SleepFor(absl::Milliseconds(50));
   c_in_.reset();
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!send.Done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  // A learns of it: the relay closed the upstream. Its data send either
-  // reached the relay (then the upstream's close shows on a later post) or failed.
-  ASSERT_TRUE(send.Done());
+  // A learns of it: the relay closed the upstream. Its send either reached
+  // the relay (then the upstream's close shows on a later post) or failed.
+  ASSERT_NE(send->Wait(absl::Seconds(20)).code(), absl::StatusCode::kDeadlineExceeded);
   while (service.counts().failed == 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
