@@ -98,6 +98,11 @@ uint64_t StripeConnectionId(uint64_t move_id, size_t stripe);
 // circuit lane the relays weigh share x (sum of circuit rates) / (circuit
 // share), so the cut gives each its share; on an EPS lane home carries
 // nothing and the lane's own connection weighs the EPS share.
+// Whether `p` runs over a circuit `circuits` lacks: its own (direct), a
+// circuit stripe's, or either hop of a relay stripe that is a circuit
+// (ports in either order). Pure.
+bool RunsOverMissingCircuit(const LanePath& p, const std::vector<cluster::CircuitSpec>& circuits);
+
 struct LaneWeights {
   double home_share = 0;
   std::vector<double> weights;

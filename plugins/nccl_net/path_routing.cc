@@ -251,24 +251,28 @@ absl::Status PathMover::SetRouting(const router::RoutingPlan& plan) {
   return absl::OkStatus();
 }
 
-bool PathMover::Vanishing(const LanePath& p) const {
-  if (!p.direct && p.stripes.empty()) return false;
-  absl::MutexLock lock(&routing_mu_);
-  auto leaving = [&](const cluster::CircuitSpec& circuit) {
-    for (const cluster::CircuitSpec& c : routing_.circuits) {
+bool RunsOverMissingCircuit(const LanePath& p, const std::vector<cluster::CircuitSpec>& circuits) {
+  auto missing = [&](const cluster::CircuitSpec& circuit) {
+    for (const cluster::CircuitSpec& c : circuits) {
       if (SameCircuit(c, circuit)) return false;
     }
     return true;
   };
-  if (p.direct && leaving(p.circuit)) return true;
+  if (p.direct && missing(p.circuit)) return true;
   for (const StripePath& s : p.stripes) {
-    if (!s.relay() && leaving(s.circuit)) return true;
+    if (!s.relay() && missing(s.circuit)) return true;
     if (s.relay() &&
-        ((s.first_direct && leaving(s.first_circuit)) || (s.second_direct && leaving(s.circuit)))) {
+        ((s.first_direct && missing(s.first_circuit)) || (s.second_direct && missing(s.circuit)))) {
       return true;
     }
   }
   return false;
+}
+
+bool PathMover::Vanishing(const LanePath& p) const {
+  if (!p.direct && p.stripes.empty()) return false;
+  absl::MutexLock lock(&routing_mu_);
+  return RunsOverMissingCircuit(p, routing_.circuits);
 }
 
 std::string PathMover::DescribeBlocked() const {

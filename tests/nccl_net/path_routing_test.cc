@@ -93,6 +93,38 @@ TEST(PathRouting, APlanWithRelaysIsSplitAsTheLanesRunIt) {
   EXPECT_EQ((*mover)->EpsShare(to_h2), 1.0);  // no circuit: EPS
 }
 
+// Which circuits a lane with relay stripes depends on (what PREPARE moves
+// comms off), hand-worked.
+TEST(PathRouting, ALaneLeavesWithAnyCircuitItRunsOver) {
+  const cluster::CircuitSpec c01{"s0", 1, 2}, c23{"s0", 3, 4}, c12{"s0", 5, 6};
+  LanePath lane;  // on EPS, relays circuit-then-EPS over c01 and EPS-then-circuit over c23
+  lane.local_nic = lane.remote_nic = "eps0";
+  StripePath via_h1;
+  via_h1.relay_host = "h1";
+  via_h1.first_direct = true;
+  via_h1.first_circuit = c01;
+  via_h1.second_direct = false;
+  via_h1.circuit = c12;  // not a hop of this relay: ignored
+  StripePath via_h2;
+  via_h2.relay_host = "h2";
+  via_h2.first_direct = false;
+  via_h2.first_circuit = c12;  // ignored likewise
+  via_h2.second_direct = true;
+  via_h2.circuit = {"s0", 4, 3};  // c23, ports the other way round
+  lane.stripes = {via_h1, via_h2};
+  EXPECT_FALSE(RunsOverMissingCircuit(lane, {c01, c23}));
+  EXPECT_TRUE(RunsOverMissingCircuit(lane, {c23}));  // via h1's first hop leaves
+  EXPECT_TRUE(RunsOverMissingCircuit(lane, {c01}));  // via h2's second hop leaves
+  EXPECT_FALSE(RunsOverMissingCircuit(lane, {c01, c23, c12}));
+  // A lane on EPS alone depends on no circuit; a direct one on its own.
+  EXPECT_FALSE(RunsOverMissingCircuit(LanePath{}, {}));
+  LanePath direct;
+  direct.direct = true;
+  direct.circuit = c12;
+  EXPECT_TRUE(RunsOverMissingCircuit(direct, {c01}));
+  EXPECT_FALSE(RunsOverMissingCircuit(direct, {{"s0", 6, 5}}));
+}
+
 // The cut weights of a lane with relay stripes, hand-worked.
 TEST(PathRouting, RelayWeightsGiveEachStripeItsShare) {
   // A circuit of rate 3, EPS 0.2, one relay 0.3: the circuit carries 0.5,
