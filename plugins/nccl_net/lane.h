@@ -56,6 +56,8 @@ struct StripePath {
   bool relay() const { return !relay_host.empty(); }
 };
 
+inline constexpr double kRelayShareSlack = 0.05;
+
 // Where a lane runs: from a local NIC to a NIC of the peer (cluster-spec
 // names; without a spec, the interface and empty).
 struct LanePath {
@@ -73,7 +75,8 @@ struct LanePath {
   // of them by rate (multipath.h). Empty: one connection.
   double gbps = 0;
   std::vector<StripePath> stripes;
-  // Same NICs, circuits and split rule.
+  // Same NICs, circuits and split rule; with relay stripes also about the
+  // same weights (each connection's share of the cut within kRelayShareSlack).
   bool SameAs(const LanePath& o) const;
   // "eps0 -> eps0 (EPS)" or "ocs1 -> ocs0 (circuit ocs0:3-7)", striped:
   // "ocs0 -> ocs0 (circuit ocs0:1-2, split from 65536 B) + ocs1 -> ocs1 (circuit ocs1:3-4)".

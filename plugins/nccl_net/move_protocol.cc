@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -275,6 +276,25 @@ bool LanePath::SameAs(const LanePath& o) const {
         (a.first_direct && !SameCircuitSpec(a.first_circuit, b.first_circuit))) {
       return false;
     }
+  }
+  // A lane with relays carries the routing's shares in its weights: a new
+  // routing that moves any connection's share by more than kRelayShareSlack
+  // of the bytes wants a new lane (smaller changes keep the lane and its
+  // weights; a move costs a few round trips and a relay set-up).
+  const bool relays =
+      std::any_of(stripes.begin(), stripes.end(), [](const StripePath& p) { return p.relay(); });
+  if (!relays) return true;
+  auto fractions = [](const LanePath& p) {
+    std::vector<double> w{p.gbps};
+    for (const StripePath& s : p.stripes) w.push_back(s.gbps);
+    double total = 0;
+    for (double x : w) total += x;
+    for (double& x : w) x = total > 0 ? x / total : 0;
+    return w;
+  };
+  const std::vector<double> fa = fractions(*this), fb = fractions(o);
+  for (size_t i = 0; i < fa.size(); ++i) {
+    if (std::abs(fa[i] - fb[i]) > kRelayShareSlack) return false;
   }
   return true;
 }

@@ -185,6 +185,13 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   nccl::LanePath via_h2 = rm.target;
   via_h2.stripes[0] = other_relay;
   EXPECT_FALSE(via_h2.SameAs(rm.target));  // another relay host is another path
+  // New weights: shares of the cut 0.25 / 0.75 against 0.25 / 0.70 (0.263 /
+  // 0.737: within 0.05, the same lane) and 0.25 / 0.30 (0.455 / 0.545: not).
+  nccl::LanePath reweighted = rm.target;
+  reweighted.stripes[0].gbps = 0.70;
+  EXPECT_TRUE(reweighted.SameAs(rm.target));
+  reweighted.stripes[0].gbps = 0.30;
+  EXPECT_FALSE(reweighted.SameAs(rm.target));
   // Its set-up messages.
   nccl::ControlMessage open;
   open.type = nccl::ControlType::kRelayOpen;
