@@ -88,13 +88,6 @@ StreamPlan Plan() {
   return p;
 }
 
-int CountLines(const std::string& a, const std::string& b = "") {
-  int n = 0;
-  for (const std::string& l : LoggedLines())
-    n += absl::StrContains(l, a) && absl::StrContains(l, b);
-  return n;
-}
-
 absl::Status RelayRank(int me, Board* b, bool relay) {
   ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/true));
   ASSIGN_OR_RETURN(Mesh m, BuildMesh(net, me, b));
@@ -103,8 +96,9 @@ absl::Status RelayRank(int me, Board* b, bool relay) {
   for (int seq = 0;; ++seq) {
     RETURN_IF_ERROR(ExchangeAll(net, m, me, kWorld, 4096, seq));
     const std::string to = absl::StrCat("send comm to h", Partner(me));
-    const bool mine = Partner(me) < 0 || !relay ||
-                      (CountLines(to, "switched to") > 0 && CountLines(to, "(relay ") > 0);
+    const bool mine =
+        Partner(me) < 0 || !relay ||
+        (CountLoggedLines(to, "switched to") > 0 && CountLoggedLines(to, "(relay ") > 0);
     ASSIGN_OR_RETURN(bool all, AllAgree(b, me, mine));
     if (all) break;
     NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": the comms never moved onto relays; log:\n",
@@ -123,10 +117,10 @@ absl::Status RelayRank(int me, Board* b, bool relay) {
             static_cast<unsigned long long>(bytes), absl::ToDoubleMilliseconds(took));
   }
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
-  NT_REQUIRE(CountLines("failed over") == 0, "rank ", me, ": a failover without a cut; log:\n",
-             absl::StrJoin(LoggedLines(), "\n"));
+  NT_REQUIRE(CountLoggedLines("failed over") == 0, "rank ", me,
+             ": a failover without a cut; log:\n", absl::StrJoin(LoggedLines(), "\n"));
   if (relay && Partner(me) < 0) {
-    NT_REQUIRE(CountLines(absl::StrCat("via h", me, ": forwarding")) == 2, "rank ", me,
+    NT_REQUIRE(CountLoggedLines(absl::StrCat("via h", me, ": forwarding")) == 2, "rank ", me,
                ": expected two relays through this host; log:\n",
                absl::StrJoin(LoggedLines(), "\n"));
   }

@@ -21,9 +21,6 @@
 //    own pace), under v1 and v2: the other rank's idle comms see their
 //    circuit lanes closed in order and do not fail over.
 // Runs on the test thread; the ranks are forked processes (plugin_harness.h).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstdio>
 #include <fstream>
@@ -88,13 +85,6 @@ StreamPlan MixedPlan() {
   return p;
 }
 
-int CountLines(const std::string& a, const std::string& b = "") {
-  int n = 0;
-  for (const std::string& l : LoggedLines())
-    n += absl::StrContains(l, a) && absl::StrContains(l, b);
-  return n;
-}
-
 // Until both comms of this rank (send to and receive from the partner) run
 // over the circuit; `split`: a split lane.
 absl::Status WaitOnCircuit(const Net& net, const Mesh& m, int me, Board* b, bool split) {
@@ -102,31 +92,12 @@ absl::Status WaitOnCircuit(const Net& net, const Mesh& m, int me, Board* b, bool
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   for (int seq = 0;; ++seq) {
     RETURN_IF_ERROR(ExchangeAll(net, m, me, kWorld, 4096, seq));
-    ASSIGN_OR_RETURN(bool all, AllAgree(b, me, CountLines("switched to ocs0 -> ocs0", lane) == 2));
+    ASSIGN_OR_RETURN(bool all,
+                     AllAgree(b, me, CountLoggedLines("switched to ocs0 -> ocs0", lane) == 2));
     if (all) return absl::OkStatus();
     NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": the comms never moved onto ", lane,
                "; log:\n", absl::StrJoin(LoggedLines(), "\n"));
   }
-}
-
-// Shuts down this process's connected sockets on its OCS address: both ends
-// of every circuit lane see the connection end (a cut, found at once).
-int CutCircuitSockets(int me) {
-  int cut = 0;
-  for (int fd = 0; fd < 4096; ++fd) {
-    sockaddr_in local{}, peer{};
-    socklen_t ll = sizeof(local), pl = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
-        local.sin_family != AF_INET ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
-      continue;
-    }
-    char ip[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &local.sin_addr, ip, sizeof(ip));
-    if (OcsAddress(me) != ip) continue;
-    if (shutdown(fd, SHUT_RDWR) == 0) ++cut;
-  }
-  return cut;
 }
 
 // "split N part(s): A bytes on their lanes, B on home" of the send comm.
@@ -177,8 +148,8 @@ TEST_F(NcclNetMultipathTest, MixedSizesSplitByTheRoutingInOrderPerTag) {
     RETURN_IF_ERROR(Stream(net, m, me, me ^ 1, MixedPlan()));
     RETURN_IF_ERROR(Barrier(b));
     // (Before closing: a peer's close ends the lanes.)
-    NT_REQUIRE(CountLines("failed over") == 0, "rank ", me, ": a failover without a cut; log:\n",
-               absl::StrJoin(LoggedLines(), "\n"));
+    NT_REQUIRE(CountLoggedLines("failed over") == 0, "rank ", me,
+               ": a failover without a cut; log:\n", absl::StrJoin(LoggedLines(), "\n"));
     RETURN_IF_ERROR(CloseMesh(net, m));
     const std::string want = absl::StrCat("split ", kSplitParts, " part(s): ", kCircuitBytes,
                                           " bytes on their lanes, ", kEpsBytes, " on home");
@@ -238,7 +209,7 @@ absl::Status NcclNetMultipathTest::CutMidStream(StreamPlan plan) {
     plan.linger = absl::Milliseconds(300);  // a late write fails, not crashes
     if (me == 0) {
       plan.on_send_done = [&](int done) {
-        if (done == 10 && cut < 0) cut = CutCircuitSockets(me);
+        if (done == 10 && cut < 0) cut = ShutDownSocketsOn(OcsAddress(me));
       };
     }
     absl::Status streamed = Stream(net, m, me, me ^ 1, plan);
@@ -257,8 +228,8 @@ absl::Status NcclNetMultipathTest::CutMidStream(StreamPlan plan) {
           absl::StrContains(l, "RESENT"))
         fprintf(stderr, "rank %d: %s\n", me, l.c_str());
     }
-    NT_REQUIRE(CountLines("send comm to", "failed over to") > 0 &&
-                   CountLines("recv comm from", "failed over to") > 0,
+    NT_REQUIRE(CountLoggedLines("send comm to", "failed over to") > 0 &&
+                   CountLoggedLines("recv comm from", "failed over to") > 0,
                "rank ", me, ": both comms should have failed over; log:\n",
                absl::StrJoin(LoggedLines(), "\n"));
     NT_REQUIRE(!SplitLine().empty(), "rank ", me, ": nothing was split before the cut");
@@ -285,9 +256,9 @@ TEST_F(NcclNetMultipathTest, APeerClosingFirstIsNoFailover) {
       if (me == 1) return absl::OkStatus();
       absl::SleepFor(absl::Seconds(1));  // the plugin's threads see the close meanwhile
       const std::string log = absl::StrJoin(LoggedLines(), "\n");
-      NT_REQUIRE(CountLines("failed over") == 0, "rank 0 failed over when its peer closed; log:\n",
-                 log);
-      NT_REQUIRE(CountLines("closed by the peer while idle") > 0,
+      NT_REQUIRE(CountLoggedLines("failed over") == 0,
+                 "rank 0 failed over when its peer closed; log:\n", log);
+      NT_REQUIRE(CountLoggedLines("closed by the peer while idle") > 0,
                  "rank 0 never saw its peer close the circuit lane; log:\n", log);
       return CloseMesh(net, m);
     });
@@ -303,7 +274,7 @@ TEST_F(NcclNetMultipathTest, RouterV1KeepsOneLane) {
     RETURN_IF_ERROR(Stream(net, m, me, me ^ 1, MixedPlan()));
     RETURN_IF_ERROR(Barrier(b));
     RETURN_IF_ERROR(CloseMesh(net, m));
-    NT_REQUIRE(SplitLine().empty() && CountLines("split from") == 0, "rank ", me,
+    NT_REQUIRE(SplitLine().empty() && CountLoggedLines("split from") == 0, "rank ", me,
                ": router v1 split parts; log:\n", absl::StrJoin(LoggedLines(), "\n"));
     return absl::OkStatus();
   });

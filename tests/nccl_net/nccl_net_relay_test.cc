@@ -15,9 +15,6 @@
 //    leave their relay lanes (a failover, or a move to EPS while rank 0's
 //    comm to h1 recovers) and every message arrives once and in order.
 // Runs on the test thread; the ranks are forked processes (plugin_harness.h).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstdio>
 #include <fstream>
@@ -65,13 +62,6 @@ StreamPlan MixedPlan(int rounds) {
   return p;
 }
 
-int CountLines(const std::string& a, const std::string& b = "") {
-  int n = 0;
-  for (const std::string& l : LoggedLines())
-    n += absl::StrContains(l, a) && absl::StrContains(l, b);
-  return n;
-}
-
 int Partner(int me) { return me == 0 ? 3 : me == 3 ? 0 : -1; }
 
 // Until ranks 0 and 3 both run their send comm to each other over a lane
@@ -81,33 +71,14 @@ absl::Status WaitOnRelays(const Net& net, const Mesh& m, int me, Board* b) {
   const std::string to = absl::StrCat("send comm to h", Partner(me));
   for (int seq = 0;; ++seq) {
     RETURN_IF_ERROR(ExchangeAll(net, m, me, kWorld, 4096, seq));
-    const bool mine =
-        Partner(me) < 0 || (CountLines(to, "switched to") > 0 && CountLines(to, "-> h1 ") > 0 &&
-                            CountLines(to, "-> h2 ") > 0);
+    const bool mine = Partner(me) < 0 ||
+                      (CountLoggedLines(to, "switched to") > 0 &&
+                       CountLoggedLines(to, "-> h1 ") > 0 && CountLoggedLines(to, "-> h2 ") > 0);
     ASSIGN_OR_RETURN(bool all, AllAgree(b, me, mine));
     if (all) return absl::OkStatus();
     NT_REQUIRE(absl::Now() < deadline, "rank ", me, ": the comms never moved onto relays; log:\n",
                absl::StrJoin(LoggedLines(), "\n"));
   }
-}
-
-// Shuts down this process's connected sockets on its OCS address.
-int CutCircuitSockets(int me) {
-  int cut = 0;
-  for (int fd = 0; fd < 4096; ++fd) {
-    sockaddr_in local{}, peer{};
-    socklen_t ll = sizeof(local), pl = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
-        local.sin_family != AF_INET ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
-      continue;
-    }
-    char ip[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &local.sin_addr, ip, sizeof(ip));
-    if (OcsAddress(me) != ip) continue;
-    if (shutdown(fd, SHUT_RDWR) == 0) ++cut;
-  }
-  return cut;
 }
 
 std::string SplitLine(int partner) {
@@ -166,8 +137,8 @@ TEST_F(NcclNetRelayTest, RelayedStreamsArriveInOrderPerTag) {
     RETURN_IF_ERROR(WaitOnRelays(net, m, me, b));
     if (Partner(me) >= 0) RETURN_IF_ERROR(Stream(net, m, me, Partner(me), MixedPlan(4)));
     RETURN_IF_ERROR(Barrier(b));
-    NT_REQUIRE(CountLines("failed over") == 0, "rank ", me, ": a failover without a cut; log:\n",
-               absl::StrJoin(LoggedLines(), "\n"));
+    NT_REQUIRE(CountLoggedLines("failed over") == 0, "rank ", me,
+               ": a failover without a cut; log:\n", absl::StrJoin(LoggedLines(), "\n"));
     // The origins close first: their lanes' relay connections close in
     // order, and the relay hosts drain.
     if (Partner(me) >= 0) RETURN_IF_ERROR(CloseMesh(net, m));
@@ -188,9 +159,10 @@ TEST_F(NcclNetRelayTest, RelayedStreamsArriveInOrderPerTag) {
     const std::string closed =
         absl::StrCat("via h", me, ": 12 piece(s), 8585216 bytes forwarded; closed");
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (CountLines(closed) < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-    NT_REQUIRE(CountLines(closed) == 2, "rank ", me, ": expected two relays '", closed, "'; log:\n",
-               absl::StrJoin(LoggedLines(), "\n"));
+    while (CountLoggedLines(closed) < 2 && absl::Now() < deadline)
+      absl::SleepFor(absl::Milliseconds(5));
+    NT_REQUIRE(CountLoggedLines(closed) == 2, "rank ", me, ": expected two relays '", closed,
+               "'; log:\n", absl::StrJoin(LoggedLines(), "\n"));
     return CloseMesh(net, m);
   });
   EXPECT_TRUE(s.ok()) << s;
@@ -213,7 +185,7 @@ TEST_F(NcclNetRelayTest, ARelayHostsCircuitCutMidStreamLosesNothing) {
       // Rank 0's own circuit (to its relay h1) dies after 10 sends: hop 1
       // of its relay through h1, hop 2 of rank 3's.
       plan.on_send_done = [&](int done) {
-        if (done == 10 && cut < 0) cut = CutCircuitSockets(me);
+        if (done == 10 && cut < 0) cut = ShutDownSocketsOn(OcsAddress(me));
       };
     }
     if (Partner(me) >= 0) {
@@ -235,9 +207,10 @@ TEST_F(NcclNetRelayTest, ARelayHostsCircuitCutMidStreamLosesNothing) {
       // of ours to the relay host failed over, so the relay split is not
       // used until it is back).
       const std::string to = absl::StrCat("send comm to h", Partner(me));
-      NT_REQUIRE(
-          CountLines(to, "failed over to") + CountLines(to, "switched to eps0 -> eps0 (EPS)") > 0,
-          "rank ", me, ": the relayed send comm never left its relays; log:\n", log);
+      NT_REQUIRE(CountLoggedLines(to, "failed over to") +
+                         CountLoggedLines(to, "switched to eps0 -> eps0 (EPS)") >
+                     0,
+                 "rank ", me, ": the relayed send comm never left its relays; log:\n", log);
     }
     return CloseMesh(net, m);
   });

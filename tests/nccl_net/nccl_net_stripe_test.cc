@@ -95,13 +95,6 @@ StreamPlan MixedPlan() {
   return p;
 }
 
-int CountLines(const std::string& a, const std::string& b = "") {
-  int n = 0;
-  for (const std::string& l : LoggedLines())
-    n += absl::StrContains(l, a) && absl::StrContains(l, b);
-  return n;
-}
-
 // Until both comms of this rank run over a lane of both circuits
 // (`striped`), or over one circuit alone.
 absl::Status WaitOnCircuits(const Net& net, const Mesh& m, int me, Board* b, bool striped) {
@@ -204,9 +197,9 @@ TEST_F(NcclNetStripeTest, MixedSizesStripedOverBothCircuitsInOrderPerTag) {
     RETURN_IF_ERROR(WaitOnCircuits(net, m, me, b, /*striped=*/true));
     RETURN_IF_ERROR(Stream(net, m, me, me ^ 1, MixedPlan()));
     RETURN_IF_ERROR(Barrier(b));
-    NT_REQUIRE(CountLines("failed over") == 0, "rank ", me, ": a failover without a cut; log:\n",
-               absl::StrJoin(LoggedLines(), "\n"));
-    NT_REQUIRE(CountLines("EPS shares of split peers: h", " 0.142857") == 1, "rank ", me,
+    NT_REQUIRE(CountLoggedLines("failed over") == 0, "rank ", me,
+               ": a failover without a cut; log:\n", absl::StrJoin(LoggedLines(), "\n"));
+    NT_REQUIRE(CountLoggedLines("EPS shares of split peers: h", " 0.142857") == 1, "rank ", me,
                ": router v2 should give EPS 1/7; log:\n", absl::StrJoin(LoggedLines(), "\n"));
     RETURN_IF_ERROR(CloseMesh(net, m));
     const std::string want =
@@ -260,8 +253,8 @@ TEST_F(NcclNetStripeTest, OneCircuitCutMidTransferLosesNothing) {
         if (absl::StrContains(l, "failed over") || absl::StrContains(l, " part(s): "))
           fprintf(stderr, "rank %d: %s\n", me, l.c_str());
       }
-      NT_REQUIRE(CountLines("send comm to", "failed over to") > 0 &&
-                     CountLines("recv comm from", "failed over to") > 0,
+      NT_REQUIRE(CountLoggedLines("send comm to", "failed over to") > 0 &&
+                     CountLoggedLines("recv comm from", "failed over to") > 0,
                  "rank ", me, ": both comms should have failed over; log:\n",
                  absl::StrJoin(LoggedLines(), "\n"));
       NT_REQUIRE(absl::StrContains(SplitLine(), "on stripes"), "rank ", me,
@@ -280,7 +273,7 @@ TEST_F(NcclNetStripeTest, RouterV1KeepsOneCircuitPerComm) {
     RETURN_IF_ERROR(Stream(net, m, me, me ^ 1, MixedPlan()));
     RETURN_IF_ERROR(Barrier(b));
     RETURN_IF_ERROR(CloseMesh(net, m));
-    NT_REQUIRE(SplitLine().empty() && CountLines(" + ocs") == 0, "rank ", me,
+    NT_REQUIRE(SplitLine().empty() && CountLoggedLines(" + ocs") == 0, "rank ", me,
                ": router v1 striped or split parts; log:\n", absl::StrJoin(LoggedLines(), "\n"));
     return absl::OkStatus();
   });

@@ -2,9 +2,12 @@
 // (RunRanks) and in forked rank processes (everything else).
 #include "tests/nccl_net/plugin_harness.h"
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -167,6 +170,32 @@ void CaptureLog(abi::LogLevel level, unsigned long, const char*, int, const char
 std::vector<std::string> LoggedLines() {
   absl::MutexLock lock(&g_log_mu);
   return g_log_lines == nullptr ? std::vector<std::string>{} : *g_log_lines;
+}
+
+int CountLoggedLines(const std::string& a, const std::string& b) {
+  int n = 0;
+  for (const std::string& l : LoggedLines()) {
+    n += l.find(a) != std::string::npos && l.find(b) != std::string::npos;
+  }
+  return n;
+}
+
+int ShutDownSocketsOn(const std::string& local_ip) {
+  int cut = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in local{}, peer{};
+    socklen_t ll = sizeof(local), pl = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+        local.sin_family != AF_INET ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
+      continue;
+    }
+    char ip[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &local.sin_addr, ip, sizeof(ip));
+    if (local_ip != ip) continue;
+    if (shutdown(fd, SHUT_RDWR) == 0) ++cut;
+  }
+  return cut;
 }
 
 absl::StatusOr<Net> OpenNet(bool capture_logs, int traffic_class) {

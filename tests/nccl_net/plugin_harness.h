@@ -123,6 +123,13 @@ struct Net {
 // `traffic_class`: the CommConfig init passes (NCCL's NCCL_IB_TC).
 absl::StatusOr<Net> OpenNet(bool capture_logs = false, int traffic_class = abi::kTrafficClassUndef);
 std::vector<std::string> LoggedLines();
+// How many logged lines contain both `a` and `b`.
+int CountLoggedLines(const std::string& a, const std::string& b = "");
+
+// Shuts down (both ways) every connected TCP socket of this process bound
+// to IPv4 address `local_ip`: both ends of the connections see them end, as
+// a cut circuit's would. Returns how many.
+int ShutDownSocketsOn(const std::string& local_ip);
 
 // Polls connect(send to handle) and accept(listen) from one thread until both
 // are up, as NCCL does. Either may be NULL to drive only one side.
