@@ -64,6 +64,9 @@ struct Comm {
   // The mover's routing generation this comm's lane was last found right for.
   uint64_t routed_generation ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_set<Request*> live ABSL_GUARDED_BY(mu);
+  // Lanes left by finished moves, kept open and suspended for a later move
+  // back onto their path (path_mover.h, "Kept lanes"); oldest first.
+  std::vector<std::shared_ptr<Lane>> kept ABSL_GUARDED_BY(mu);
   uint64_t next_order ABSL_GUARDED_BY(mu) = 0;  // numbers requests in posting order
 
   // Failover (lane_recovery.h). Sender: per tag, parts the receiver

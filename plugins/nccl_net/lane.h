@@ -141,6 +141,13 @@ struct Move {
   bool done_received = false;  // sender: the receiver said DONE
   absl::Time started;
   uint64_t posted_at_start = 0;  // this end's parts posted when the move began
+  // Sender: a kept lane on the target's path, offered to the receiver
+  // (MOVE's reuse id); both ends: `next` is a kept lane (no dial).
+  std::shared_ptr<Lane> offered;
+  bool reused = false;
+  // The target is the comm's home lane (its own EPS connection): no dial,
+  // `next` is home (both ends agreed: MOVE and READY say so).
+  bool onto_home = false;
   // Sender, relay stripes: per stripe, the id of the connection to the
   // relay host while its RELAY_READY is awaited (0: none awaited).
   std::vector<uint64_t> relay_waits;

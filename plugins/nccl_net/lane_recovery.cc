@@ -329,6 +329,8 @@ void PathMover::NoteDone(Comm& c, const Request& r) {
 
 void PathMover::CloseFailed(Comm& c) {
   KillGuarded(c);
+  lanes_kept_.fetch_sub(static_cast<int64_t>(c.kept.size()));
+  c.kept.clear();  // no kept lane outlives a failed comm either
   if (c.home == nullptr || c.home->connection == nullptr) return;
   LogWarn(absl::StrCat(Who(c), ": the comm failed; closing its home lane ", c.home->path.Describe(),
                        " too, so that no piece still posted there outlives its request"));

@@ -128,8 +128,12 @@ std::string EncodeControl(const ControlMessage& m) {
     case ControlType::kMove:
       j["target"] = PathJson(m.target);
       j["epoch"] = m.epoch;
+      if (m.onto_home) j["home"] = true;
+      if (m.reuse_id != 0) j["reuse"] = m.reuse_id;
       break;
     case ControlType::kReady: {
+      if (m.onto_home) j["home"] = true;
+      if (m.reuse_id != 0) j["reuse"] = m.reuse_id;
       j["address"] = json::binary(std::vector<uint8_t>(m.address.begin(), m.address.end()));
       if (!m.stripe_addresses.empty()) {
         json a = json::array();
@@ -198,6 +202,10 @@ absl::StatusOr<ControlMessage> DecodeControl(const char* data, size_t size) {
     if (m.type == ControlType::kMove) {
       m.target = PathFromJson(j.at("target"));
       m.epoch = j.at("epoch").get<uint64_t>();
+    }
+    if (m.type == ControlType::kMove || m.type == ControlType::kReady) {
+      m.onto_home = j.value("home", false);
+      m.reuse_id = j.value("reuse", uint64_t{0});
     }
     if (m.type == ControlType::kReady) {
       const auto& bin = j.at("address").get_binary();

@@ -4,7 +4,9 @@
 //
 //   MOVE        sender -> receiver  move id, target NICs and circuit(s) (and
 //                                   its split rule, multipath.h), the
-//                                   sender's per-tag part counts
+//                                   sender's per-tag part counts, and
+//                                   whether the target is the comm's home
+//                                   lane (then no connection is made)
 //   READY       receiver -> sender  the receiver's transport address on the
 //                                   target NIC (and on each stripe's NIC of a
 //                                   striped target) and its per-tag counts
@@ -88,6 +90,13 @@ struct ControlMessage {
   // says whose relay it is, for messages ("h0 -> h2").
   std::string relay_in_nic, relay_out_nic, name;
   uint64_t downstream_id = 0;
+  // kMove: the target is the comm's home lane, kept by both ends (no new
+  // connection); kReady: the receiver agreed (else it waits for a dial).
+  bool onto_home = false;
+  // kMove: the connection id of a kept lane on the target's path the
+  // sender offers to reuse; kReady: echoed when the receiver kept it too
+  // (then no connection is made), 0 when it waits for a dial.
+  uint64_t reuse_id = 0;
 };
 
 std::string EncodeControl(const ControlMessage& m);

@@ -43,6 +43,61 @@ absl::StatusOr<std::shared_ptr<ConnectionTask>> PathMover::StartStripeDial(
                                [d, co](const std::atomic<bool>&) { return d->Connect(co); });
 }
 
+namespace {
+
+// Every connection of `lane` is up (its own and its stripes').
+bool LaneHealthy(const Lane& lane) {
+  if (lane.connection == nullptr || lane.peer_closed || !lane.connection->health().ok()) {
+    return false;
+  }
+  for (const std::unique_ptr<transport::Connection>& s : lane.stripes) {
+    if (s == nullptr || !s->health().ok()) return false;
+  }
+  return true;
+}
+
+absl::Status SuspendLane(Lane& lane, bool suspended) {
+  absl::Status st = lane.connection->SetSuspended(suspended);
+  for (const std::unique_ptr<transport::Connection>& s : lane.stripes) {
+    if (s != nullptr && st.ok()) st = s->SetSuspended(suspended);
+  }
+  return st;
+}
+
+}  // namespace
+
+void PathMover::Keep(Comm& c, std::shared_ptr<Lane> lane) {
+  if (options_.kept_lanes <= 0 || lane == nullptr || lane == c.home || !LaneHealthy(*lane) ||
+      lane->outstanding > 0) {
+    return;  // dropped: it closes once its last request is tested
+  }
+  // One kept lane per path: an older one on the same path goes.
+  for (auto it = c.kept.begin(); it != c.kept.end();) {
+    if ((*it)->path.SameAs(lane->path)) {
+      it = c.kept.erase(it);
+      lanes_kept_.fetch_sub(1);
+    } else {
+      ++it;
+    }
+  }
+  if (lanes_kept_.load() >= options_.kept_lanes) return;
+  if (!SuspendLane(*lane, true).ok()) return;
+  c.kept.push_back(std::move(lane));
+  lanes_kept_.fetch_add(1);
+}
+
+std::shared_ptr<Lane> PathMover::TakeKept(Comm& c, uint64_t id, const LanePath* path) {
+  for (auto it = c.kept.begin(); it != c.kept.end(); ++it) {
+    if (id != 0 ? (*it)->connection_id != id : !(*it)->path.SameAs(*path)) continue;
+    std::shared_ptr<Lane> lane = std::move(*it);
+    c.kept.erase(it);
+    lanes_kept_.fetch_sub(1);
+    if (!SuspendLane(*lane, false).ok()) return nullptr;
+    return lane;
+  }
+  return nullptr;
+}
+
 std::string CommName(const Comm& c) {
   return absl::StrCat(c.is_send ? "send comm to " : "recv comm from ",
                       c.peer_host.empty() ? std::string("peer") : c.peer_host, " (",
@@ -121,6 +176,9 @@ void PathMover::Add(Comm* comm) {
 void PathMover::Remove(Comm* comm) {
   absl::MutexLock lock(&comms_mu_);
   comms_.erase(comm);
+  absl::MutexLock cl(&comm->mu);
+  lanes_kept_.fetch_sub(static_cast<int64_t>(comm->kept.size()));
+  comm->kept.clear();
 }
 
 void PathMover::Send(Comm& c, Lane& lane, const ControlMessage& m, bool ack) {
@@ -210,6 +268,9 @@ void PathMover::StartMove(Comm& c, const LanePath& target) {
   m->epoch = installed_epoch_.load();
   m->old = c.lane;
   m->started = absl::Now();
+  // Back onto the comm's own EPS connection: no new one (both ends keep it).
+  m->onto_home = c.home != nullptr && c.home != c.lane && c.home->connection != nullptr &&
+                 target.SameAs(c.home->path);
   for (const auto& [tag, n] : c.posted) m->posted_at_start += n;
   ControlMessage msg;
   msg.type = ControlType::kMove;
@@ -217,6 +278,17 @@ void PathMover::StartMove(Comm& c, const LanePath& target) {
   msg.target = target;
   msg.epoch = m->epoch;
   msg.counts = c.posted;
+  msg.onto_home = m->onto_home;
+  if (!m->onto_home) {
+    // A lane a finished move left on this path, kept at both ends?
+    for (const std::shared_ptr<Lane>& k : c.kept) {
+      if (k->path.SameAs(target) && LaneHealthy(*k)) {
+        m->offered = k;
+        msg.reuse_id = k->connection_id;
+        break;
+      }
+    }
+  }
   if (target.split_min_bytes > 0) c.split_seen = true;  // multipath.h
   c.move = std::move(m);
   Send(c, *c.lane, msg);
@@ -276,6 +348,33 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       for (const auto& [tag, n] : c.posted) mv->posted_at_start += n;
       mv->switch_at = SwitchPoint(m.counts, c.posted);
       mv->switch_known = true;
+      if (m.onto_home && c.home != nullptr && c.home != c.lane && c.home->connection != nullptr &&
+          c.home->connection->health().ok()) {
+        // Onto the home lane both ends keep: nothing to dial; LANE_UP goes
+        // out at the next Advance.
+        mv->onto_home = true;
+        mv->next = c.home;
+        reply.type = ControlType::kReady;
+        reply.onto_home = true;
+        reply.counts = c.posted;
+        c.move = std::move(mv);
+        Send(c, on, reply);
+        return;
+      }
+      if (m.reuse_id != 0) {
+        // The sender offers a lane both ends kept: take ours if it is sound.
+        std::shared_ptr<Lane> kept = TakeKept(c, m.reuse_id, nullptr);
+        if (kept != nullptr && LaneHealthy(*kept)) {
+          mv->reused = true;
+          mv->next = std::move(kept);
+          reply.type = ControlType::kReady;
+          reply.reuse_id = m.reuse_id;
+          reply.counts = c.posted;
+          c.move = std::move(mv);
+          Send(c, on, reply);
+          return;
+        }
+      }
       transport::ConnectOptions co;
       co.connection_id = m.move_id;
       co.initiator = false;
@@ -324,6 +423,22 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
       if (!ours || move->switch_known || !c.is_send) return;
       move->switch_at = SwitchPoint(c.posted, m.counts);
       move->switch_known = true;
+      if (move->onto_home && m.onto_home && c.home != nullptr && c.home->connection != nullptr) {
+        move->next = c.home;  // the receiver kept its end of home too
+        return;
+      }
+      move->onto_home = false;  // the receiver waits for a dial instead
+      if (move->offered != nullptr) {
+        const uint64_t id = move->offered->connection_id;
+        move->offered.reset();
+        std::shared_ptr<Lane> kept = TakeKept(c, id, nullptr);
+        if (m.reuse_id == id && kept != nullptr) {
+          move->reused = true;
+          move->next = std::move(kept);
+          return;
+        }
+        // The receiver no longer has it: ours goes (closed with `kept`).
+      }
       absl::StatusOr<transport::Device*> device = options_.device(move->target.local_nic);
       if (!device.ok()) {
         Abandon(c, device.status().ToString(), true);
@@ -426,7 +541,12 @@ void PathMover::MaybeSwitch(Comm& c) {
   if (m.switched || !m.local_up || !m.peer_up) return;
   c.lane = std::move(m.next);
   m.switched = true;
-  LogInfo(absl::StrCat(CommName(c), ": switched to ", c.lane->path.Describe()));
+  const bool kept = m.reused || m.onto_home;
+  if (kept) lanes_reused_.fetch_add(1);
+  LogInfo(absl::StrCat(
+      CommName(c), ": switched to ", c.lane->path.Describe(),
+      kept ? (m.onto_home ? " (home: no new connection)" : " (a kept lane: no new connection)")
+           : ""));
 }
 
 void PathMover::MaybeRetire(Comm& c) {
@@ -456,6 +576,7 @@ void PathMover::MaybeRetire(Comm& c) {
   ++c.moves;
   c.failed_moves = 0;
   moves_done_.fetch_add(1);
+  Keep(c, m.old);  // for a later move back (home stays the comm's anyway)
   uint64_t below = 0;
   for (const auto& [tag, limit] : m.switch_at) below += limit;
   LogInfo(absl::StrCat(CommName(c), ": move ", m.id, " done in ",
@@ -550,7 +671,8 @@ void PathMover::Advance(Comm& c) {
       std::all_of(m.stripes_made.begin(), m.stripes_made.end(),
                   [](const std::unique_ptr<transport::Connection>& s) { return s != nullptr; });
   if (!m.local_up && m.next != nullptr && stripes_up) {
-    m.next->stripes = std::move(m.stripes_made);
+    // A kept lane or home brings its own stripes (if any).
+    if (!m.reused && !m.onto_home) m.next->stripes = std::move(m.stripes_made);
     m.stripes_made.clear();
     m.stripe_dials.clear();
     m.local_up = true;
@@ -580,6 +702,8 @@ PathMover::Stats PathMover::stats() const {
   s.failovers = failovers_.load();
   s.parts_resent = parts_resent_.load();
   s.installed_epoch = installed_epoch_.load();
+  s.lanes_reused = lanes_reused_.load();
+  s.lanes_kept = lanes_kept_.load();
   absl::MutexLock lock(&relays_mu_);
   if (relay_service_ != nullptr) s.relays = relay_service_->counts();
   return s;

@@ -51,6 +51,13 @@
 // Options::static_plan) applies again to every topology. With Options::router "v1", SetRouting is
 // ignored: one lane, as before.
 //
+// Kept lanes: a move that finishes keeps the lane it left open, suspended
+// (keepalive off: its circuit may go dark), at both ends, up to
+// Options::kept_lanes in all; a later move onto the same path offers it
+// (MOVE's reuse id) and, when the receiver kept it too, both switch onto it
+// without a new connection (else they dial, as before). A move back onto
+// EPS takes the comm's home lane, kept by both ends anyway.
+//
 // Relays (path_mover_relay.cc): a plan that allows them adds relay stripes
 // (through a third host, which forwards) to a comm's lane while a send comm
 // of this mover reaches every relay host of the peer; the mover also sets
@@ -165,6 +172,9 @@ class PathMover : public router::TopologyFollower {
     // Relays this host forwards for others: bytes each may hold
     // (relay_forwarder.h).
     size_t relay_buffer_bytes = size_t{64} << 20;
+    // Kept lanes (above): at most this many in all (MIXNET_SUSPENDED_PATHS);
+    // a lane left beyond it is closed.
+    int64_t kept_lanes = 256;
   };
   static absl::StatusOr<std::unique_ptr<PathMover>> Create(Options options);
   ~PathMover() override;  // stops the thread; comms must be removed first
@@ -209,6 +219,8 @@ class PathMover : public router::TopologyFollower {
     uint64_t installed_epoch = 0;
     uint64_t failovers = 0;     // recoveries completed (either end)
     uint64_t parts_resent = 0;  // send parts re-sent over home lanes
+    uint64_t lanes_reused = 0;  // moves onto a kept lane or home: no connection made
+    int64_t lanes_kept = 0;     // kept now
     // Relays this host forwarded for others (relay_forwarder.h).
     RelayService::Counts relays;
   };
@@ -261,6 +273,12 @@ class PathMover : public router::TopologyFollower {
                                                                   const StripePath& stripe,
                                                                   size_t j, bool initiator) const;
   void MaybeRetire(Comm& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  // Kept lanes: keeps `lane` (left by a finished move) if it can be reused;
+  // takes the kept lane with connection id `id` (or, id 0, on `path`) out
+  // of the comm's and resumes it; nullptr when there is none usable.
+  void Keep(Comm& c, std::shared_ptr<Lane> lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+  std::shared_ptr<Lane> TakeKept(Comm& c, uint64_t id, const LanePath* path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
   // Failover steps (lane_recovery.cc; comm.mu held).
   void HandleRecovery(Comm& c, const ControlMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
@@ -333,6 +351,8 @@ class PathMover : public router::TopologyFollower {
 
   std::atomic<uint64_t> moves_started_{0}, moves_done_{0}, moves_abandoned_{0};
   std::atomic<uint64_t> failovers_{0}, parts_resent_{0};
+  std::atomic<uint64_t> lanes_reused_{0};
+  std::atomic<int64_t> lanes_kept_{0};
   absl::Time next_report_;  // mover thread only
 };
 

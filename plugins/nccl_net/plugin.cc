@@ -97,6 +97,7 @@ absl::Status Plugin::InitFabric() {
   mo.connect_timeout = std::min(config_.connect_timeout, absl::Seconds(10));
   mo.router = config_.router;
   mo.split_min_bytes = static_cast<uint64_t>(config_.split_min_bytes);
+  mo.kept_lanes = config_.kept_lanes;
   if (!config_.static_demand.empty()) {
     if (!config_.controller.empty()) {
       LogWarn(absl::StrCat("MIXNET_NCCL_STATIC_DEMAND=", config_.static_demand,

@@ -67,6 +67,11 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
                      ": expected an integer in [4096, 2^30]"));
   }
   c.split_min_bytes = s.nccl_split_min_bytes;
+  if (s.suspended_paths < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MIXNET_SUSPENDED_PATHS=", s.suspended_paths,
+                                                   ": expected 0 (none) or a count"));
+  }
+  c.kept_lanes = s.suspended_paths;
   c.static_demand = s.nccl_static_demand;
   c.gpu_direct = s.nccl_gpu_direct;
   if (c.gpu_direct != "auto" && c.gpu_direct != "on" && c.gpu_direct != "off") {

@@ -31,6 +31,9 @@ struct PluginConfig {
   // (MIXNET_NCCL_STATIC_DEMAND: a JSON file, see LoadStaticDemand).
   std::string router = "v2";
   int64_t split_min_bytes = 64 << 10;
+  // Lanes left by moves kept open, suspended, for a later move back onto
+  // their path (MIXNET_SUSPENDED_PATHS; 0: close them).
+  int64_t kept_lanes = 256;
   std::string static_demand;
   // GPUDirect RDMA (gpu_direct.h): MIXNET_NCCL_GPU_DIRECT (auto, on, off)
   // and the CUDA driver library its probe opens (MIXNET_CUDA_DRIVER).

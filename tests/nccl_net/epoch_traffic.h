@@ -145,8 +145,10 @@ inline absl::Status SkewedUntil(const Net& net, const Mesh& m, Board* b, int me,
 // One rank of an epoch test: the full mesh, a uniform exchange on EPS, then
 // partners rank^1 until every rank has a TCP connection between its OCS
 // address and its partner's (the plugin moved onto the circuit), then
-// partners rank^2 until the new partners are connected that way and the old
-// ones no longer are. `ocs_address(rank)` is that rank's host's OCS address.
+// partners rank^2 until the new partners are connected that way and the
+// send comm to the old partner moved back onto its home EPS lane (the old
+// circuit's connection stays open, suspended: a kept lane, path_mover.h).
+// `ocs_address(rank)` is that rank's host's OCS address; rank r is host hr.
 inline absl::Status EpochRank(int me, Board* b,
                               const std::function<std::string(int)>& ocs_address) {
   ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/true));
@@ -163,7 +165,8 @@ inline absl::Status EpochRank(int me, Board* b,
       net, m, b, me, p2, &seq,
       [&] {
         return Established(ocs_address(me), ocs_address(p2)) > 0 &&
-               Established(ocs_address(me), ocs_address(p1)) == 0;
+               CountLoggedLines(absl::StrCat("send comm to h", p1, " "),
+                                "switched to eps0 -> eps0 (EPS) (home") > 0;
       },
       20, absl::Seconds(40),
       absl::StrCat("moving from partner ", p1, "'s circuit to partner ", p2, "'s")));

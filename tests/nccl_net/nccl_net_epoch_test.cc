@@ -121,6 +121,12 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   EXPECT_TRUE(back->target.SameAs(m.target));
   EXPECT_EQ(back->epoch, 42u);
   EXPECT_EQ(back->counts, m.counts);
+  EXPECT_FALSE(back->onto_home);
+  nccl::ControlMessage home = m;  // back onto the comm's home lane
+  home.onto_home = true;
+  auto hb = nccl::DecodeControl(nccl::EncodeControl(home).data(), nccl::EncodeControl(home).size());
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_TRUE(hb->onto_home);
 
   nccl::ControlMessage r;
   r.type = nccl::ControlType::kReady;

@@ -433,10 +433,16 @@ TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
   }
   ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
   ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
+  std::shared_ptr<Lane> circuit_lane[2];
   {
     absl::MutexLock l(&send_.mu);
     EXPECT_TRUE(send_.lane->path.direct);
     EXPECT_EQ(send_.lane->path.local_nic, "ocs0");
+    circuit_lane[0] = send_.lane;
+  }
+  {
+    absl::MutexLock l(&recv_.mu);
+    circuit_lane[1] = recv_.lane;
   }
   EXPECT_EQ(hosts_[0].mover->stats().moves_done, 1u);
   EXPECT_EQ(hosts_[1].mover->stats().moves_done, 1u);
@@ -462,6 +468,42 @@ TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
   Finish(recv_, rr, kBig);
   EXPECT_EQ(got, after);
   EXPECT_FALSE(ss.lane->path.direct);
+  // Back on EPS means back on each end's home lane: the move made no
+  // connection (MOVE and READY agreed on home).
+  ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
+  ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
+  for (auto [c, posted] : {std::pair{&send_, &ss}, std::pair{&recv_, &rr}}) {
+    absl::MutexLock l(&c->mu);
+    EXPECT_EQ(c->lane, c->home) << (c->is_send ? "sender" : "receiver");
+    EXPECT_EQ(posted->lane, c->home) << (c->is_send ? "sender" : "receiver");
+  }
+  // Both ends kept the circuit's lane (suspended). The circuit back: the
+  // pair moves onto that same lane, with no new connection.
+  for (int h : {0, 1}) EXPECT_EQ(hosts_[h].mover->stats().lanes_kept, 1);
+  router::Topology again{4, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[1].mover->Commit(again, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(hosts_[0].mover->Commit(again, absl::Now() + absl::Seconds(1)).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (bool on = false; !on && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(1));
+    absl::MutexLock l(&send_.mu);
+    on = send_.move == nullptr && send_.lane->path.direct;
+  }
+  std::vector<uint8_t> third = Payload(kBig, 11), got3(kBig, 0);
+  Posted r3 = Post(recv_, 7, got3.data(), got3.size());
+  Posted s3 = Post(send_, 7, third.data(), third.size());
+  Finish(send_, s3, kBig);
+  Finish(recv_, r3, kBig);
+  EXPECT_EQ(got3, third);
+  ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
+  ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
+  EXPECT_EQ(s3.lane, circuit_lane[0]);
+  EXPECT_EQ(r3.lane, circuit_lane[1]);
+  for (int h : {0, 1}) {
+    // Onto home, then onto the kept lane; nothing kept now (home never is).
+    EXPECT_EQ(hosts_[h].mover->stats().lanes_reused, 2u) << "host " << h;
+    EXPECT_EQ(hosts_[h].mover->stats().lanes_kept, 0) << "host " << h;
+  }
 }
 
 // A send on the circuit larger than the receive it meets (128 KiB into
