@@ -78,6 +78,9 @@ struct LanePath {
   // Same NICs, circuits and split rule; with relay stripes also about the
   // same weights (each connection's share of the cut within kRelayShareSlack).
   bool SameAs(const LanePath& o) const;
+  // The same connections (NICs, circuits, stripes and relays), whatever the
+  // split rule and weights: a kept lane serves any path it has them for.
+  bool SameConnections(const LanePath& o) const;
   // "eps0 -> eps0 (EPS)" or "ocs1 -> ocs0 (circuit ocs0:3-7)", striped:
   // "ocs0 -> ocs0 (circuit ocs0:1-2, split from 65536 B) + ocs1 -> ocs1 (circuit ocs1:3-4)".
   std::string Describe() const;

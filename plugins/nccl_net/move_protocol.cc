@@ -269,10 +269,9 @@ TagCounts SwitchPoint(const TagCounts& a, const TagCounts& b) {
   return m;
 }
 
-bool LanePath::SameAs(const LanePath& o) const {
+bool LanePath::SameConnections(const LanePath& o) const {
   if (local_nic != o.local_nic || remote_nic != o.remote_nic || direct != o.direct ||
-      split_min_bytes != o.split_min_bytes || (direct && !SameCircuitSpec(circuit, o.circuit)) ||
-      stripes.size() != o.stripes.size()) {
+      (direct && !SameCircuitSpec(circuit, o.circuit)) || stripes.size() != o.stripes.size()) {
     return false;
   }
   for (size_t i = 0; i < stripes.size(); ++i) {
@@ -285,6 +284,11 @@ bool LanePath::SameAs(const LanePath& o) const {
       return false;
     }
   }
+  return true;
+}
+
+bool LanePath::SameAs(const LanePath& o) const {
+  if (split_min_bytes != o.split_min_bytes || !SameConnections(o)) return false;
   // A lane with relays carries the routing's shares in its weights: a new
   // routing that moves any connection's share by more than kRelayShareSlack
   // of the bytes wants a new lane (smaller changes keep the lane and its

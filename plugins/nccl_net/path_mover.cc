@@ -71,9 +71,9 @@ void PathMover::Keep(Comm& c, std::shared_ptr<Lane> lane) {
       lane->outstanding > 0) {
     return;  // dropped: it closes once its last request is tested
   }
-  // One kept lane per path: an older one on the same path goes.
+  // One kept lane per set of connections: an older one goes.
   for (auto it = c.kept.begin(); it != c.kept.end();) {
-    if ((*it)->path.SameAs(lane->path)) {
+    if ((*it)->path.SameConnections(lane->path)) {
       it = c.kept.erase(it);
       lanes_kept_.fetch_sub(1);
     } else {
@@ -88,7 +88,7 @@ void PathMover::Keep(Comm& c, std::shared_ptr<Lane> lane) {
 
 std::shared_ptr<Lane> PathMover::TakeKept(Comm& c, uint64_t id, const LanePath* path) {
   for (auto it = c.kept.begin(); it != c.kept.end(); ++it) {
-    if (id != 0 ? (*it)->connection_id != id : !(*it)->path.SameAs(*path)) continue;
+    if (id != 0 ? (*it)->connection_id != id : !(*it)->path.SameConnections(*path)) continue;
     std::shared_ptr<Lane> lane = std::move(*it);
     c.kept.erase(it);
     lanes_kept_.fetch_sub(1);
@@ -282,7 +282,7 @@ void PathMover::StartMove(Comm& c, const LanePath& target) {
   if (!m->onto_home) {
     // A lane a finished move left on this path, kept at both ends?
     for (const std::shared_ptr<Lane>& k : c.kept) {
-      if (k->path.SameAs(target) && LaneHealthy(*k)) {
+      if (k->path.SameConnections(target) && LaneHealthy(*k)) {
         m->offered = k;
         msg.reuse_id = k->connection_id;
         break;
@@ -366,6 +366,7 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
         std::shared_ptr<Lane> kept = TakeKept(c, m.reuse_id, nullptr);
         if (kept != nullptr && LaneHealthy(*kept)) {
           mv->reused = true;
+          kept->path = mv->target;  // its connections, the new split rule
           mv->next = std::move(kept);
           reply.type = ControlType::kReady;
           reply.reuse_id = m.reuse_id;
@@ -434,6 +435,7 @@ void PathMover::HandleControl(Comm& c, Lane& on, const ControlMessage& m) {
         std::shared_ptr<Lane> kept = TakeKept(c, id, nullptr);
         if (m.reuse_id == id && kept != nullptr) {
           move->reused = true;
+          kept->path = move->target;  // its connections, the new split rule
           move->next = std::move(kept);
           return;
         }

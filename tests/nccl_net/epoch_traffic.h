@@ -147,8 +147,10 @@ inline absl::Status SkewedUntil(const Net& net, const Mesh& m, Board* b, int me,
 // address and its partner's (the plugin moved onto the circuit), then
 // partners rank^2 until the new partners are connected that way and the
 // send comm to the old partner moved back onto its home EPS lane (the old
-// circuit's connection stays open, suspended: a kept lane, path_mover.h).
-// `ocs_address(rank)` is that rank's host's OCS address; rank r is host hr.
+// circuit's connection stays open, suspended: a kept lane, path_mover.h),
+// then partners rank^1 again until the send comm to it switched back onto
+// that kept lane (no new connection). `ocs_address(rank)` is that rank's
+// host's OCS address; rank r is host hr.
 inline absl::Status EpochRank(int me, Board* b,
                               const std::function<std::string(int)>& ocs_address) {
   ASSIGN_OR_RETURN(Net net, OpenNet(/*capture_logs=*/true));
@@ -170,6 +172,17 @@ inline absl::Status EpochRank(int me, Board* b,
       },
       20, absl::Seconds(40),
       absl::StrCat("moving from partner ", p1, "'s circuit to partner ", p2, "'s")));
+  RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
+  // Partners rank^1 again: the comms go back onto the lanes they kept on
+  // that circuit (through its dark time), with no new connection.
+  RETURN_IF_ERROR(SkewedUntil(
+      net, m, b, me, p1, &seq,
+      [&] {
+        return CountLoggedLines(absl::StrCat("send comm to h", p1, " "),
+                                "(a kept lane: no new connection)") > 0;
+      },
+      5, absl::Seconds(40),
+      absl::StrCat("moving back onto partner ", p1, "'s circuit on the lane kept there")));
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
   RETURN_IF_ERROR(CloseMesh(net, m));
   for (const std::string& l : LoggedLines()) {

@@ -127,6 +127,14 @@ TEST(MoveProtocolTest, ControlMessagesRoundTrip) {
   auto hb = nccl::DecodeControl(nccl::EncodeControl(home).data(), nccl::EncodeControl(home).size());
   ASSERT_TRUE(hb.ok()) << hb.status();
   EXPECT_TRUE(hb->onto_home);
+  // Another split rule over the same connections: another path, but a kept
+  // lane on it serves (path_mover.h, kept lanes).
+  nccl::LanePath unsplit = m.target;
+  unsplit.split_min_bytes = 0;
+  EXPECT_FALSE(unsplit.SameAs(m.target));
+  EXPECT_TRUE(unsplit.SameConnections(m.target));
+  unsplit.circuit.port_b = 8;
+  EXPECT_FALSE(unsplit.SameConnections(m.target));
 
   nccl::ControlMessage r;
   r.type = nccl::ControlType::kReady;
