@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "runtime/common/tcp_counters.h"
 #include "tests/nccl_net/mesh.h"
 #include "tests/nccl_net/plugin_harness.h"
 
@@ -174,7 +175,10 @@ inline absl::Status EpochRank(int me, Board* b,
       absl::StrCat("moving from partner ", p1, "'s circuit to partner ", p2, "'s")));
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
   // Partners rank^1 again: the comms go back onto the lanes they kept on
-  // that circuit (through its dark time), with no new connection.
+  // that circuit (through its dark time), with no new connection (the TCP
+  // connections this rank's namespace opened meanwhile are printed: on the
+  // emulated cluster each rank has its own).
+  const absl::StatusOr<TcpCounters> tcp_before = ReadTcpCounters();
   RETURN_IF_ERROR(SkewedUntil(
       net, m, b, me, p1, &seq,
       [&] {
@@ -183,6 +187,13 @@ inline absl::Status EpochRank(int me, Board* b,
       },
       5, absl::Seconds(40),
       absl::StrCat("moving back onto partner ", p1, "'s circuit on the lane kept there")));
+  const absl::StatusOr<TcpCounters> tcp_after = ReadTcpCounters();
+  if (tcp_before.ok() && tcp_after.ok()) {
+    fprintf(stderr,
+            "rank %d: back onto partner %d's circuit: %llu TCP connection(s) opened, %llu reset\n",
+            me, p1, static_cast<unsigned long long>(tcp_after->opens() - tcp_before->opens()),
+            static_cast<unsigned long long>(tcp_after->estab_resets - tcp_before->estab_resets));
+  }
   RETURN_IF_ERROR(Barrier(b, absl::Seconds(60)));
   RETURN_IF_ERROR(CloseMesh(net, m));
   for (const std::string& l : LoggedLines()) {
