@@ -149,7 +149,8 @@ struct Move {
   std::shared_ptr<Lane> offered;
   bool reused = false;
   // The target is the comm's home lane (its own EPS connection): no dial,
-  // `next` is home (both ends agreed: MOVE and READY say so).
+  // `next` is home (both ends agreed: MOVE and READY say so). Parts from
+  // the switch point on wait for DONE (LanesFor).
   bool onto_home = false;
   // Sender, relay stripes: per stripe, the id of the connection to the
   // relay host while its RELAY_READY is awaited (0: none awaited).

@@ -124,7 +124,11 @@ bool LanesFor(Comm& comm, const uint32_t* tags, int n, std::shared_ptr<Lane>* la
     auto limit = m.switch_at.find(tags[i]);
     if (limit != m.switch_at.end() && seq < limit->second) {
       lanes[i] = m.old;
-    } else if (m.switched) {
+    } else if (m.switched && (!m.onto_home || (comm.is_send ? m.done_received : m.done_sent))) {
+      // Onto home, later parts wait until every part below the switch point
+      // arrived (DONE): a failover of the old lane re-posts and re-sends
+      // those on home, which must not carry a later part of their tag
+      // before them.
       lanes[i] = comm.lane;
     } else {
       return false;
