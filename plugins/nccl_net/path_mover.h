@@ -337,6 +337,7 @@ class PathMover : public router::TopologyFollower {
   struct RelayAnswer {
     std::string address;
     std::string reason;  // refused
+    absl::Time at;       // an answer nobody took (its move ended) goes after a while
   };
   absl::flat_hash_map<uint64_t, RelayAnswer> relay_answers_ ABSL_GUARDED_BY(relays_mu_);
   struct PendingRelay {

@@ -109,7 +109,7 @@ bool PathMover::AdvanceRelayDials(Comm& c) {
 void PathMover::HandleRelayControl(Comm& c, Lane& on, const ControlMessage& m) {
   if (m.type == ControlType::kRelayReady) {
     absl::MutexLock lock(&relays_mu_);
-    relay_answers_[m.move_id] = RelayAnswer{m.address, m.reason};
+    relay_answers_[m.move_id] = RelayAnswer{m.address, m.reason, absl::Now()};
     return;
   }
   if (m.type != ControlType::kRelayOpen) return;
@@ -191,11 +191,16 @@ bool PathMover::RunRelays(const absl::flat_hash_set<std::string>& reachable) {
     if (!sent) {
       absl::MutexLock lock(&relays_mu_);
       relay_answers_[o.message.move_id] = RelayAnswer{
-          "", absl::StrCat("no comm of host ", options_.host, " reaches ", o.relay_host)};
+          "", absl::StrCat("no comm of host ", options_.host, " reaches ", o.relay_host),
+          absl::Now()};
     }
   }
   // Relays being made (this host relays for others).
   absl::MutexLock lock(&relays_mu_);
+  // Answers whose move ended first (abandoned, timed out) are not taken.
+  absl::erase_if(relay_answers_, [&](const auto& e) {
+    return absl::Now() - e.second.at > 2 * (options_.connect_timeout + absl::Seconds(5));
+  });
   for (auto it = pending_relays_.begin(); it != pending_relays_.end();) {
     PendingRelay& p = *it;
     absl::Status failed;
