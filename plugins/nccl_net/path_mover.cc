@@ -13,15 +13,10 @@
 #include "runtime/common/status.h"
 
 namespace mixnet::nccl {
-namespace {
 
-// How long a move may wait for its peer before this end is up; after it the
-// move is abandoned (both ends stay on the old lane).
 absl::Duration MoveTimeout(absl::Duration connect_timeout) {
   return connect_timeout + absl::Seconds(5);
 }
-
-}  // namespace
 
 uint64_t StripeConnectionId(uint64_t move_id, size_t stripe) {
   // Move ids are random 64-bit values: the next few are as unlikely to be

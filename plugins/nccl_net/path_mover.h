@@ -93,6 +93,10 @@
 
 namespace mixnet::nccl {
 
+// How long a move may wait for its peer before this end is up; after it the
+// move is abandoned (both ends stay on the old lane).
+absl::Duration MoveTimeout(absl::Duration connect_timeout);
+
 // The transport connection id of stripe `stripe` of the lane a move makes.
 uint64_t StripeConnectionId(uint64_t move_id, size_t stripe);
 

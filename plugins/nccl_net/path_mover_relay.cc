@@ -198,9 +198,8 @@ bool PathMover::RunRelays(const absl::flat_hash_set<std::string>& reachable) {
   // Relays being made (this host relays for others).
   absl::MutexLock lock(&relays_mu_);
   // Answers whose move ended first (abandoned, timed out) are not taken.
-  absl::erase_if(relay_answers_, [&](const auto& e) {
-    return absl::Now() - e.second.at > 2 * (options_.connect_timeout + absl::Seconds(5));
-  });
+  const absl::Time stale = absl::Now() - 2 * MoveTimeout(options_.connect_timeout);
+  absl::erase_if(relay_answers_, [&](const auto& e) { return e.second.at < stale; });
   for (auto it = pending_relays_.begin(); it != pending_relays_.end();) {
     PendingRelay& p = *it;
     absl::Status failed;

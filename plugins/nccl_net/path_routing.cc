@@ -135,10 +135,9 @@ std::optional<LanePath> PathMover::Desired(const Comm& c) const {
   for (const router::Path& r : relays) relay_shares.push_back(r.weight);
   const LaneWeights w = RelayLaneWeights(circuit_gbps, share, relay_shares);
   if (!out.direct) out.gbps = w.weights[0];
-  const cluster::HostSpec* relay_spec = nullptr;
   for (size_t j = 0; j < relays.size(); ++j) {
     const router::Path& r = relays[j];
-    relay_spec = options_.spec.FindHost(r.relay_host);
+    const cluster::HostSpec* relay_spec = options_.spec.FindHost(r.relay_host);
     if (relay_spec == nullptr) return std::nullopt;
     const cluster::NicSpec* a = self->FindNic(r.local_nic);
     const cluster::NicSpec* b_in = relay_spec->FindNic(r.remote_nic);

@@ -16,9 +16,6 @@
 //    message arrives once and in order, and the comms go on.
 //  * MIXNET_ROUTER=v1: one circuit per comm, nothing striped.
 // Runs on the test thread; the ranks are forked processes (plugin_harness.h).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstdio>
 #include <fstream>
@@ -118,23 +115,7 @@ absl::Status WaitOnCircuits(const Net& net, const Mesh& m, int me, Board* b, boo
 // Shuts down this process's connected sockets on its second OCS NIC: both
 // ends of every connection over circuit 3-4 see it end (a cut, found at
 // once); circuit 1-2 stays up.
-int CutSecondCircuit(int me) {
-  int cut = 0;
-  for (int fd = 0; fd < 4096; ++fd) {
-    sockaddr_in local{}, peer{};
-    socklen_t ll = sizeof(local), pl = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
-        local.sin_family != AF_INET ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
-      continue;
-    }
-    char ip[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &local.sin_addr, ip, sizeof(ip));
-    if (Address("127.0.63.", me) != ip) continue;
-    if (shutdown(fd, SHUT_RDWR) == 0) ++cut;
-  }
-  return cut;
-}
+int CutSecondCircuit(int me) { return ShutDownSocketsOn(Address("127.0.63.", me)); }
 
 // "split N part(s): A bytes on their lanes, B on home (C on stripes)" of the send comm.
 std::string SplitLine() {
