@@ -53,23 +53,16 @@ class NetnsBackend : public OcsBackend {
     for (const Circuit& c : remove) report.outcomes.push_back({c, false, absl::OkStatus()});
     for (const Circuit& c : add) report.outcomes.push_back({c, true, absl::OkStatus()});
     if (report.outcomes.empty()) return absl::OkStatus();
-    absl::StatusOr<std::vector<PortPair>> current = ocs_->List();
-    absl::Status applied = current.status();
-    NetnsOcs::ApplyReport done;
-    if (applied.ok()) {
-      std::set<std::pair<std::string, std::string>> gone;
-      for (const Circuit& c : remove) {
-        gone.insert({NetnsOcs::PortName(c.a), NetnsOcs::PortName(c.b)});
-      }
-      std::vector<PortPair> desired;
-      for (const PortPair& p : *current) {
-        if (!gone.count({p.a, p.b}) && !gone.count({p.b, p.a})) desired.push_back(p);
-      }
-      for (const Circuit& c : add) {
-        desired.push_back({NetnsOcs::PortName(c.a), NetnsOcs::PortName(c.b)});
-      }
-      applied = ocs_->ApplyReporting(desired, switching_time_, done);
+    std::vector<PortPair> gone, wanted;
+    for (const Circuit& c : remove) {
+      gone.push_back({NetnsOcs::PortName(c.a), NetnsOcs::PortName(c.b)});
     }
+    for (const Circuit& c : add) {
+      wanted.push_back({NetnsOcs::PortName(c.a), NetnsOcs::PortName(c.b)});
+    }
+    NetnsOcs::ApplyReport done;
+    // One read of the kernel: the change is computed from what it holds.
+    absl::Status applied = ocs_->ChangeReporting(gone, wanted, switching_time_, done);
     for (const Redirect& r : done.cleared) {
       report.cleared.push_back(absl::StrCat("one-way redirect ", r.from, " -> ", r.to, " (no ",
                                             r.to, " -> ", r.from, ")"));

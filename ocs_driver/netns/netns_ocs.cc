@@ -271,15 +271,23 @@ absl::StatusOr<std::vector<Redirect>> NetnsOcs::ListRedirects() {
   return out;
 }
 
-absl::StatusOr<std::vector<PortPair>> NetnsOcs::List() {
-  ASSIGN_OR_RETURN(std::vector<Redirect> redirects, ListRedirects());
-  std::set<std::pair<std::string, std::string>> seen;
-  for (const Redirect& r : redirects) seen.emplace(r.from, r.to);
+std::vector<PortPair> NetnsOcs::DuplexCircuits(const Snapshot& snap) {
   std::vector<PortPair> out;
-  for (const Redirect& r : redirects) {
-    if (PortLess(r.from, r.to) && seen.count({r.to, r.from})) out.push_back({r.from, r.to});
+  for (const auto& [from, to] : snap.redirect) {
+    auto back = snap.redirect.find(to);
+    if (PortLess(from, to) && back != snap.redirect.end() && back->second == from) {
+      out.push_back({from, to});
+    }
   }
+  std::sort(out.begin(), out.end(),
+            [](const PortPair& x, const PortPair& y) { return PortLess(x.a, y.a); });
   return out;
+}
+
+absl::StatusOr<std::vector<PortPair>> NetnsOcs::List() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Snapshot snap, ReadSnapshot(false));
+  return DuplexCircuits(snap);
 }
 
 absl::Status NetnsOcs::Connect(absl::string_view port_a, absl::string_view port_b) {
@@ -347,6 +355,31 @@ absl::Status NetnsOcs::ApplyReporting(const std::vector<PortPair>& desired, absl
   report = ApplyReport{};
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Snapshot snap, ReadSnapshot(true));
+  return ApplyToSnapshotLocked(snap, desired, dark_for, report);
+}
+
+absl::Status NetnsOcs::ChangeReporting(const std::vector<PortPair>& remove,
+                                       const std::vector<PortPair>& add, absl::Duration dark_for,
+                                       ApplyReport& report) {
+  report = ApplyReport{};
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Snapshot snap, ReadSnapshot(true));
+  std::set<std::pair<std::string, std::string>> gone;
+  for (const PortPair& c : remove) {
+    gone.insert({c.a, c.b});
+    gone.insert({c.b, c.a});
+  }
+  std::vector<PortPair> desired;
+  for (const PortPair& c : DuplexCircuits(snap)) {
+    if (!gone.count({c.a, c.b})) desired.push_back(c);
+  }
+  desired.insert(desired.end(), add.begin(), add.end());
+  return ApplyToSnapshotLocked(snap, desired, dark_for, report);
+}
+
+absl::Status NetnsOcs::ApplyToSnapshotLocked(const Snapshot& snap,
+                                             const std::vector<PortPair>& desired,
+                                             absl::Duration dark_for, ApplyReport& report) {
   std::map<std::string, std::string> want;
   for (const PortPair& c : desired) {
     for (const std::string* p : {&c.a, &c.b}) {

@@ -124,6 +124,12 @@ class NetnsOcs {
   absl::Status ApplyReporting(const std::vector<PortPair>& desired, absl::Duration dark_for,
                               ApplyReport& report);
 
+  // ApplyReporting of (the duplex circuits held now) minus `remove` plus
+  // `add`, read in the same snapshot that the change is computed from (one
+  // read of the kernel where List then ApplyReporting take two).
+  absl::Status ChangeReporting(const std::vector<PortPair>& remove,
+                               const std::vector<PortPair>& add, absl::Duration dark_for,
+                               ApplyReport& report);
   // The duplex circuits read back from the kernel's filters, sorted. One-way
   // redirects (a half circuit) are not circuits; see ListRedirects.
   absl::StatusOr<std::vector<PortPair>> List();
@@ -141,6 +147,12 @@ class NetnsOcs {
   NetnsOcs(std::string netns, std::unique_ptr<netns::NlSocket> sock);
 
   absl::StatusOr<Snapshot> ReadSnapshot(bool with_qdiscs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The duplex circuits of `snap` (both directions redirected), sorted.
+  static std::vector<PortPair> DuplexCircuits(const Snapshot& snap);
+  // ApplyReporting's change, computed from `snap` (read under this lock).
+  absl::Status ApplyToSnapshotLocked(const Snapshot& snap, const std::vector<PortPair>& desired,
+                                     absl::Duration dark_for, ApplyReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> IndexIn(const Snapshot& snap, absl::string_view port) const;
   // Requests for NlSocket::SendBatch.
   absl::Status AddIngress(std::vector<netns::NlSocket::Request>& batch, absl::string_view port,

@@ -133,6 +133,32 @@ TEST_F(NetnsOcsTest, DarkForSwitchingTimeOnlyOnChangedPorts) {
   }
 }
 
+// A change names only what leaves and what comes: the circuits it does not
+// name stay, whichever way round a removal names its ports (hand-worked).
+TEST_F(NetnsOcsTest, ChangeKeepsWhatItDoesNotName) {
+  ASSERT_TRUE(ocs_->Apply({{"p1", "p3"}, {"p5", "p7"}, {"p9", "p11"}}).ok());
+  NetnsOcs::ApplyReport report;
+  ASSERT_TRUE(
+      ocs_->ChangeReporting({{"p7", "p5"}}, {{"p5", "p13"}, {"p7", "p15"}}, {}, report).ok());
+  // p5 and p7 are redirected elsewhere (replaced, not removed); p13, p15 new.
+  EXPECT_THAT(report.result.changed_ports, ElementsAre("p5", "p7", "p13", "p15"));
+  EXPECT_EQ(report.result.redirects_set, 4);
+  EXPECT_EQ(report.result.redirects_removed, 0);
+  EXPECT_TRUE(report.failed.empty());
+  EXPECT_EQ(ocs_->List().value(),
+            Normalized({{"p1", "p3"}, {"p5", "p13"}, {"p7", "p15"}, {"p9", "p11"}}));
+
+  ASSERT_TRUE(ocs_->ChangeReporting({{"p1", "p3"}}, {}, {}, report).ok());
+  EXPECT_THAT(report.result.changed_ports, ElementsAre("p1", "p3"));
+  EXPECT_EQ(report.result.redirects_removed, 2);
+  EXPECT_EQ(ocs_->List().value(), Normalized({{"p5", "p13"}, {"p7", "p15"}, {"p9", "p11"}}));
+
+  // A port that stays in a kept circuit cannot join a new one: nothing sent.
+  absl::Status bad = ocs_->ChangeReporting({}, {{"p9", "p17"}}, {}, report);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad)) << bad;
+  EXPECT_EQ(ocs_->List().value(), Normalized({{"p5", "p13"}, {"p7", "p15"}, {"p9", "p11"}}));
+}
+
 TEST(NetnsOcsOpenTest, MissingNamespace) {
   MIXNET_SKIP_UNLESS_NETNS();
   auto o = NetnsOcs::Open("mixnet-no-such-namespace");
