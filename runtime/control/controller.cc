@@ -219,6 +219,10 @@ void Controller::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutdown_ && !planner_thread_.joinable()) return;
     shutdown_ = true;
+    for (const auto& [id, s] : sessions_) {
+      absl::MutexLock box(&s->mailbox.mu);
+      s->mailbox.closed = true;
+    }
   }
   if (planner_thread_.joinable()) planner_thread_.join();
 }
@@ -284,7 +288,7 @@ absl::StatusOr<v1::RegisterResponse> Controller::Register(const v1::RegisterRequ
   // A second registration with the same id replaces the first (its watch
   // stream ends).
   if (auto old = sessions_.find(request.worker_id()); old != sessions_.end()) {
-    old->second->watch_gen = 0;
+    SetWatchGenLocked(*old->second, 0);
     metrics_->Workers(old->second->region, -1);
   }
   sessions_[request.worker_id()] = session;
@@ -446,37 +450,45 @@ absl::StatusOr<std::shared_ptr<Controller::Watch>> Controller::StartWatch(
   auto w = std::make_shared<Watch>();
   w->session = it->second;
   w->gen = next_watch_gen_++;
-  it->second->watch_gen = w->gen;  // a previous stream of this worker ends
-  it->second->events.clear();
+  SetWatchGenLocked(*it->second, w->gen);  // a previous stream of this worker ends
   v1::TopologyEvent snapshot;
   snapshot.set_kind(v1::TopologyEvent::SNAPSHOT);
   *snapshot.mutable_topology() = TopologyProto(committed_epoch_, committed_);
-  it->second->events.push_back(std::move(snapshot));
+  Mailbox& box = it->second->mailbox;
+  absl::MutexLock box_lock(&box.mu);
+  box.events.clear();
+  box.events.push_back(std::move(snapshot));
   return w;
+}
+
+void Controller::SetWatchGenLocked(Session& s, uint64_t gen) {
+  s.watch_gen = gen;
+  absl::MutexLock box(&s.mailbox.mu);
+  s.mailbox.gen = gen;
 }
 
 Controller::WatchResult Controller::NextEvent(Watch& watch, v1::TopologyEvent* event,
                                               absl::Duration wait) {
-  Session* s = watch.session.get();
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return shutdown_ || s->watch_gen != watch.gen || !s->events.empty();
+  Mailbox& box = watch.session->mailbox;
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(box.mu) {
+    return box.closed || box.gen != watch.gen || !box.events.empty();
   };
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
-  if (s->watch_gen != watch.gen) return WatchResult::kEnd;
-  if (!s->events.empty()) {
-    *event = std::move(s->events.front());
-    s->events.pop_front();
+  absl::MutexLock lock(&box.mu);
+  box.mu.AwaitWithTimeout(absl::Condition(&ready), wait);
+  if (box.gen != watch.gen) return WatchResult::kEnd;
+  if (!box.events.empty()) {
+    *event = std::move(box.events.front());
+    box.events.pop_front();
     return WatchResult::kEvent;
   }
-  return shutdown_ ? WatchResult::kEnd : WatchResult::kNone;
+  return box.closed ? WatchResult::kEnd : WatchResult::kNone;
 }
 
 void Controller::EndWatch(Watch& watch) {
   absl::MutexLock lock(&mu_);
   Session* s = watch.session.get();
   if (s->watch_gen != watch.gen) return;  // replaced by a newer stream
-  s->watch_gen = 0;
+  SetWatchGenLocked(*s, 0);
   auto it = sessions_.find(s->worker_id);
   if (it != sessions_.end() && it->second.get() == s) {
     sessions_.erase(it);
@@ -491,7 +503,9 @@ void Controller::EndWatch(Watch& watch) {
 void Controller::SendLocked(const std::string& worker_id, v1::TopologyEvent event) {
   auto it = sessions_.find(worker_id);
   if (it == sessions_.end() || it->second->watch_gen == 0) return;
-  it->second->events.push_back(std::move(event));
+  Mailbox& box = it->second->mailbox;
+  absl::MutexLock box_lock(&box.mu);
+  box.events.push_back(std::move(event));
 }
 
 v1::ControllerStatus Controller::GetStatus() const {

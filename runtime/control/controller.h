@@ -143,14 +143,26 @@ class Controller {
   std::string fenced() const;
 
  private:
+  // A session's events for its watch stream, behind their own lock: a
+  // round's fan-out wakes every stream's thread at once, where waiting on
+  // mu_ handed the lock from one woken stream to the next (a context switch
+  // each, milliseconds for a region on a busy host).
+  struct Mailbox {
+    absl::Mutex mu;
+    std::deque<v1::TopologyEvent> events ABSL_GUARDED_BY(mu);
+    uint64_t gen ABSL_GUARDED_BY(mu) = 0;     // Session::watch_gen's copy
+    bool closed ABSL_GUARDED_BY(mu) = false;  // the controller is shutting down
+  };
   struct Session {
     std::string worker_id;
     std::string host;
     int region = -1;
-    uint64_t watch_gen = 0;   // 0: no watch stream
+    uint64_t watch_gen = 0;   // 0: no watch stream; under mu_, copied to the mailbox
     bool warm_asked = false;  // WarmPaths called
-    std::deque<v1::TopologyEvent> events;
+    Mailbox mailbox;
   };
+  // Sets `s`'s watch generation (0: none) and its mailbox's copy.
+  static void SetWatchGenLocked(Session& s, uint64_t gen);
   static constexpr size_t kRoundSamples = 64;
   static constexpr uint32_t kMinProtocolSamples = 3;
   struct RegionState {
