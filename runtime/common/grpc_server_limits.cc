@@ -71,6 +71,8 @@ class MalformedRequestFactory final : public gx::ServerInterceptorFactoryInterfa
 
 void ApplyServerLimits(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxTransportMetadataBytes);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              kSyncServerIdlePollers);
   std::vector<std::unique_ptr<gx::ServerInterceptorFactoryInterface>> factories;
   factories.push_back(std::make_unique<MalformedRequestFactory>());
   builder.experimental().SetInterceptorCreators(std::move(factories));

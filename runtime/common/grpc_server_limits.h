@@ -16,6 +16,13 @@
 //     covered here: gRPC's synchronous API shows a server a malformed message
 //     in one only as the end of the stream, so such a method must read raw
 //     bytes and parse them itself (mixnet-controller's ReportTraffic does).
+//   - Threads. A synchronous server keeps at most MAX_POLLERS idle polling
+//     threads (gRPC's default: 2); a burst of concurrent calls (a round's
+//     acks from every worker of a region) makes a thread for each call
+//     beyond them, and those threads exit when their call ends: threads
+//     created and destroyed every round. The servers keep up to
+//     kSyncServerIdlePollers idle instead, so after the first bursts the
+//     threads stay.
 //
 // Threading: ApplyServerLimits while building a server; the checks and the
 // interceptor run on gRPC's threads.
@@ -35,8 +42,11 @@ inline constexpr size_t kMaxCallMetadataBytes = 16 * 1024;
 // the connection.
 inline constexpr int kMaxTransportMetadataBytes = 256 * 1024;
 
-// Sets the transport metadata limit and installs the malformed-request
-// interceptor on `builder`.
+// Idle polling threads a synchronous server keeps (MAX_POLLERS).
+inline constexpr int kSyncServerIdlePollers = 64;
+
+// Sets the transport metadata limit, the idle polling threads kept, and
+// installs the malformed-request interceptor on `builder`.
 void ApplyServerLimits(grpc::ServerBuilder& builder);
 
 // The size of a call's request metadata as HTTP/2 counts it (RFC 7541: name

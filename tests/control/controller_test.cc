@@ -2,7 +2,11 @@
 // socket, sim OCS daemons in-process, fake workers as plain gRPC clients.
 // Rounds (PREPARE -> Apply -> COMMIT), PREPARE timeouts (ABORT), decision
 // skips, two regions planned independently, report timeouts and bad input.
+#include <dirent.h>
+
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "gmock/gmock.h"
@@ -294,6 +298,51 @@ TEST_F(ControllerTest, RoundPreparesAppliesCommitsAndPersistsEpoch) {
   EXPECT_EQ(st.regions(0).rounds_aborted(), 0u);
   EXPECT_EQ(st.regions(0).registered_workers_size(), 4);
   EXPECT_TRUE(st.fenced().empty());
+}
+
+// This process's threads (/proc/self/task), by id.
+std::set<std::string> ThreadIds() {
+  std::set<std::string> out;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') out.insert(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+// A round makes no thread: after the first rounds the threads of the
+// process (the controller's and the switch daemon's servers, the workers'
+// clients) are the ones the next rounds use. gRPC's synchronous servers kept
+// at most two idle pollers, so the four workers' acks, arriving together,
+// made threads that exited after their call (grpc_server_limits.h).
+TEST_F(ControllerTest, RoundsMakeNoThreads) {
+  Start({kR0}, {"ocs0"});
+  const std::vector<Pairs> patterns = {{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}, {{0, 3}, {1, 2}}};
+  auto round = [&](int64_t iteration) {
+    Report(kR0, iteration, patterns[iteration % patterns.size()]);
+    const uint64_t epoch = static_cast<uint64_t>(iteration) + 2;
+    ExpectAll(kR0, cv1::TopologyEvent::PREPARE, epoch);
+    ExpectAll(kR0, cv1::TopologyEvent::COMMIT, epoch);
+    ASSERT_TRUE(WaitUntil([&] {
+      return Status(*stub_).regions(0).rounds_committed() == static_cast<uint64_t>(iteration) + 1;
+    }));
+  };
+  for (int64_t it = 0; it < 4; ++it) round(it);
+  const std::set<std::string> before = ThreadIds();
+  ASSERT_FALSE(before.empty());
+  for (int64_t it = 4; it < 16; ++it) round(it);
+  // No thread ended; a pool may still grow to a burst it had not met (at
+  // most one thread per worker's ack), never per round.
+  const std::set<std::string> after = ThreadIds();
+  std::vector<std::string> ended, made;
+  std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                      std::back_inserter(ended));
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(made));
+  EXPECT_THAT(ended, ::testing::IsEmpty()) << "threads that ended during 12 rounds";
+  EXPECT_LE(made.size(), 4u) << "threads made during 12 rounds";
 }
 
 // With a block of 3 epochs persisted ahead, the start saves 1 + 3 - 1 = 3;
