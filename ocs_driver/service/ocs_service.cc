@@ -305,9 +305,33 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
                         absl::StrCat("config_version ", version, " of epoch ", epoch,
                                      " was already applied with different circuits"));
   }
+  PersistedState next{epoch, version, desired, request.controller_id()};
+  // A new epoch or version is saved whatever the switch holds, so its save
+  // (an fsync) runs beside the read below; nothing goes to the switch before
+  // it is durable (write-ahead). The same version is saved, if at all, after
+  // the read (a no-op saves nothing).
+  const bool save_early = !same;
+  if (save_early) saver_.Start(next);
+  auto saved = [&]() -> absl::Status {
+    absl::Status s = saver_.Wait();
+    if (!s.ok()) return s;
+    metrics_->Epoch(next.epoch, next.config_version);
+    absl::MutexLock lock(&mu_);
+    state_ = next;
+    return s;
+  };
   absl::StatusOr<std::vector<Circuit>> before = backend_->Read();
   metrics_->DeviceConnected(before.ok());
-  if (!before.ok()) return ToGrpc(Annotate(before.status(), "reading the switch before a change"));
+  if (!before.ok()) {
+    // The new state is durable (or its save failed too); the switch is untouched.
+    const bool kept = save_early && saved().ok();
+    return ToGrpc(Annotate(
+        before.status(),
+        kept
+            ? absl::StrCat("reading the switch before a change (the desired state of epoch ", epoch,
+                           " version ", version, " is saved; the same request again applies it)")
+            : std::string("reading the switch before a change")));
+  }
   std::sort(before->begin(), before->end());
   metrics_->Circuits(before->size());
   {
@@ -326,15 +350,12 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
   }
 
   // Persist first: after a crash from here on the daemon knows what it was doing.
-  PersistedState next{epoch, version, desired, request.controller_id()};
   if (next != current) {
-    if (absl::Status s = store_.Save(next); !s.ok()) {
+    if (!save_early) saver_.Start(next);
+    if (absl::Status s = saved(); !s.ok()) {
       return ToGrpc(absl::InternalError(
           absl::StrCat("persisting the desired state failed, switch untouched: ", s.ToString())));
     }
-    metrics_->Epoch(next.epoch, next.config_version);
-    absl::MutexLock lock(&mu_);
-    state_ = next;
   }
 
   ChangeReport report;

@@ -23,7 +23,9 @@
 // Waits for the device honour the call's deadline and cancellation.
 //
 // Threading: handlers run on gRPC's sync-server threads concurrently; state is
-// guarded by mu_, the device by the busy flag (one holder at a time).
+// guarded by mu_, the device by the busy flag (one holder at a time). A new
+// epoch's state is saved on the StateSaver's thread while the Apply reads the
+// switch; the change waits for it.
 #pragma once
 
 #include <atomic>
@@ -43,6 +45,7 @@
 #include "ocs_driver/service/apply_timing.h"
 #include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/ocsd_metrics.h"
+#include "ocs_driver/service/state_saver.h"
 #include "ocs_driver/service/state_store.h"
 
 namespace mixnet::ocs {
@@ -115,6 +118,7 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
 
   const std::unique_ptr<OcsBackend> backend_;
   const StateStore store_;
+  StateSaver saver_{&store_};  // saves store_'s state beside the read before a change
   const ServiceOptions options_;
   const BackendInfo info_;
   ClientAllowList allow_list_;  // set once in Create

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -19,6 +20,7 @@
 #include "ocs_driver/service/client_identity.h"
 #include "ocs_driver/service/daemon.h"
 #include "ocs_driver/service/request_validation.h"
+#include "ocs_driver/service/state_saver.h"
 #include "ocs_driver/service/state_store.h"
 #include "ocs_driver/sim/sim_backend.h"
 #include "tests/ocs_driver/daemon_process.h"
@@ -158,6 +160,96 @@ TEST(StateStoreTest, RoundTripCorruptionAndLock) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr(store->path()));
   { std::ofstream(store->path()) << R"({"epoch":1,"config_version":1,"desired":[[3,3]]})"; }
   EXPECT_TRUE(absl::IsInvalidArgument(store->Load().status()));
+}
+
+// The saver's save is the store's: durable once Wait returns OK, its error
+// when the save fails, nothing to wait for before a Start, and a save still
+// unwaited at destruction is finished, not dropped.
+TEST(StateSaverTest, SavesOnItsThreadAndReportsTheOutcome) {
+  testing::TempDir dir;
+  const std::string sdir = dir.path() + "/s";
+  auto store = StateStore::Open(sdir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const PersistedState a{3, 4, {{1, 2}}, "ctl-a"}, b{5, 1, {{1, 6}, {2, 3}}, "ctl-b"};
+  {
+    StateSaver saver(&*store);
+    EXPECT_TRUE(saver.Wait().ok());  // nothing started
+    saver.Start(a);
+    ASSERT_TRUE(saver.Wait().ok());
+    EXPECT_EQ(store->Load().value(), a);
+    EXPECT_TRUE(saver.Wait().ok());  // waited already
+    saver.Start(b);                  // not waited for: the destructor finishes it
+  }
+  EXPECT_EQ(store->Load().value(), b);
+
+  // A directory that is gone: the save fails, naming the file, and the next
+  // save after it is done again (nothing stuck).
+  StateSaver saver(&*store);
+  std::filesystem::remove_all(sdir);
+  saver.Start(a);
+  absl::Status failed = saver.Wait();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(std::string(failed.message()), HasSubstr(sdir));
+  std::filesystem::create_directories(sdir);
+  saver.Start(a);
+  EXPECT_TRUE(saver.Wait().ok());
+  EXPECT_EQ(store->Load().value(), a);
+}
+
+// A sim switch whose reads fail while `fail_reads` is set.
+class FlakyReadBackend : public OcsBackend {
+ public:
+  FlakyReadBackend(std::unique_ptr<OcsBackend> inner, std::shared_ptr<std::atomic<bool>> fail)
+      : inner_(std::move(inner)), fail_(std::move(fail)) {}
+  absl::StatusOr<BackendInfo> Info() override { return inner_->Info(); }
+  absl::StatusOr<std::vector<Circuit>> Read() override {
+    if (fail_->load()) return absl::UnavailableError("flaky: the switch does not answer");
+    return inner_->Read();
+  }
+  absl::Status Change(const std::vector<Circuit>& remove, const std::vector<Circuit>& add,
+                      ChangeReport& report) override {
+    return inner_->Change(remove, add, report);
+  }
+
+ private:
+  std::unique_ptr<OcsBackend> inner_;
+  std::shared_ptr<std::atomic<bool>> fail_;
+};
+
+// A new epoch's state is saved beside the read before its change: when that
+// read fails, the switch is untouched, the call says the state is saved, and
+// the same request again applies it.
+TEST(OcsServiceTest, ReadFailureBeforeAChangeKeepsTheSavedStateAndARetryApplies) {
+  testing::TempDir dir;
+  auto fail = std::make_shared<std::atomic<bool>>(false);
+  auto sim = OpenSimBackend({.ports = 8});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto store = StateStore::Open(dir.path() + "/state");
+  ASSERT_TRUE(store.ok()) << store.status();
+  DaemonOptions o;
+  o.listen = "unix:" + dir.path() + "/ocsd.sock";
+  auto daemon = Daemon::Start(std::make_unique<FlakyReadBackend>(std::move(*sim), fail),
+                              std::move(*store), o);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = testing::StubFor((*daemon)->address());
+  ASSERT_TRUE(testing::Apply(*stub, testing::Req(1, 1, {{1, 2}})).status.ok());
+
+  fail->store(true);
+  testing::ApplyOutcome failed = testing::Apply(*stub, testing::Req(2, 1, {{3, 4}}));
+  EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(failed.status.error_message(),
+              HasSubstr("the desired state of epoch 2 version 1 is saved"));
+  fail->store(false);
+  EXPECT_EQ(testing::PairsOf(testing::Get(*stub).actual()), (testing::Pairs{{1, 2}}))
+      << "the switch was touched";
+
+  ASSERT_TRUE(testing::Apply(*stub, testing::Req(2, 1, {{3, 4}})).status.ok());
+  EXPECT_EQ(testing::PairsOf(testing::Get(*stub).actual()), (testing::Pairs{{3, 4}}));
+  (*daemon)->Shutdown();
+  daemon->reset();
+  auto reopened = StateStore::Open(dir.path() + "/state");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ(reopened->Load().value(), (PersistedState{2, 1, {{3, 4}}, "test"}));
 }
 
 TEST(RequestValidationTest, NormalisesAndNamesTheProblem) {
