@@ -62,6 +62,12 @@ std::unique_ptr<transport::Device> MakeDevice(const std::string& address) {
   return d.ok() ? *std::move(d) : nullptr;
 }
 
+std::vector<uint8_t> Payload(size_t n, int seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed * 7 + 1);
+  return v;
+}
+
 class PathMoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -240,6 +246,22 @@ class PathMoverTest : public ::testing::Test {
     return absl::DeadlineExceededError("the request never completed");
   }
 
+  // The lanes one message used at each end.
+  struct Sent {
+    std::shared_ptr<Lane> send_lane, recv_lane;
+  };
+  // One message of `bytes` (Payload(bytes, seed)) from send_ to recv_ under
+  // `tag`: both ends posted and finished, the bytes that arrived compared.
+  Sent SendOne(uint32_t tag, size_t bytes, int seed) {
+    std::vector<uint8_t> out = Payload(bytes, seed), in(bytes, 0);
+    Posted r = Post(recv_, tag, in.data(), in.size());
+    Posted s = Post(send_, tag, out.data(), out.size());
+    Finish(send_, s, bytes);
+    Finish(recv_, r, bytes);
+    EXPECT_EQ(in, out) << "message of " << bytes << " bytes, tag " << tag;
+    return Sent{s.lane, r.lane};
+  }
+
   bool WaitIdle(Comm& c, absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
     while (absl::Now() < deadline) {
@@ -255,12 +277,6 @@ class PathMoverTest : public ::testing::Test {
   Host hosts_[2];
   Comm send_, recv_;
 };
-
-std::vector<uint8_t> Payload(size_t n, int seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed * 7 + 1);
-  return v;
-}
 
 // Calls a RefusingConnection took (kept outside it: a failover closes it).
 struct Calls {
@@ -461,21 +477,16 @@ TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
     absl::MutexLock l(&send_.mu);
     EXPECT_FALSE(send_.lane->path.direct);
   }
-  std::vector<uint8_t> after = Payload(kBig, 9), got(kBig, 0);
-  Posted rr = Post(recv_, 7, got.data(), got.size());
-  Posted ss = Post(send_, 7, after.data(), after.size());
-  Finish(send_, ss, kBig);
-  Finish(recv_, rr, kBig);
-  EXPECT_EQ(got, after);
-  EXPECT_FALSE(ss.lane->path.direct);
+  const Sent back = SendOne(7, kBig, 9);
+  EXPECT_FALSE(back.send_lane->path.direct);
   // Back on EPS means back on each end's home lane: the move made no
   // connection (MOVE and READY agreed on home).
   ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
   ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
-  for (auto [c, posted] : {std::pair{&send_, &ss}, std::pair{&recv_, &rr}}) {
+  for (auto [c, used] : {std::pair{&send_, back.send_lane}, std::pair{&recv_, back.recv_lane}}) {
     absl::MutexLock l(&c->mu);
     EXPECT_EQ(c->lane, c->home) << (c->is_send ? "sender" : "receiver");
-    EXPECT_EQ(posted->lane, c->home) << (c->is_send ? "sender" : "receiver");
+    EXPECT_EQ(used, c->home) << (c->is_send ? "sender" : "receiver");
   }
   // Both ends kept the circuit's lane (suspended). The circuit back: the
   // pair moves onto that same lane, with no new connection.
@@ -489,16 +500,11 @@ TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
     absl::MutexLock l(&send_.mu);
     on = send_.move == nullptr && send_.lane->path.direct;
   }
-  std::vector<uint8_t> third = Payload(kBig, 11), got3(kBig, 0);
-  Posted r3 = Post(recv_, 7, got3.data(), got3.size());
-  Posted s3 = Post(send_, 7, third.data(), third.size());
-  Finish(send_, s3, kBig);
-  Finish(recv_, r3, kBig);
-  EXPECT_EQ(got3, third);
+  const Sent third = SendOne(7, kBig, 11);
   ASSERT_TRUE(WaitIdle(send_, absl::Seconds(10)));
   ASSERT_TRUE(WaitIdle(recv_, absl::Seconds(10)));
-  EXPECT_EQ(s3.lane, circuit_lane[0]);
-  EXPECT_EQ(r3.lane, circuit_lane[1]);
+  EXPECT_EQ(third.send_lane, circuit_lane[0]);
+  EXPECT_EQ(third.recv_lane, circuit_lane[1]);
   for (int h : {0, 1}) {
     // Onto home, then onto the kept lane; nothing kept now (home never is).
     EXPECT_EQ(hosts_[h].mover->stats().lanes_reused, 2u) << "host " << h;
@@ -536,13 +542,7 @@ TEST_F(PathMoverTest, ASizeRefusalOnACircuitIsTheRequestsErrorNotAFailover) {
     EXPECT_FALSE(c->lane_failed);
   }
   // The comm goes on over the circuit.
-  std::vector<uint8_t> next = Payload(128 << 10, 2), got_next(128 << 10, 0);
-  Posted rr = Post(recv_, 5, got_next.data(), got_next.size());
-  Posted ss = Post(send_, 5, next.data(), next.size());
-  Finish(send_, ss, next.size());
-  Finish(recv_, rr, next.size());
-  EXPECT_EQ(got_next, next);
-  EXPECT_TRUE(ss.lane->path.direct);
+  EXPECT_TRUE(SendOne(5, 128 << 10, 2).send_lane->path.direct);
 }
 
 TEST_F(PathMoverTest, AReceiverThatCannotUseTheTargetRefusesAndTheCommStays) {
@@ -557,13 +557,8 @@ TEST_F(PathMoverTest, AReceiverThatCannotUseTheTargetRefusesAndTheCommStays) {
   EXPECT_GE(hosts_[0].mover->stats().moves_abandoned, 1u);
   // Data still flows, on EPS (the mover may try again; every try is refused).
   for (int i = 0; i < 20; ++i) {
-    std::vector<uint8_t> out = Payload(4096, i), in(4096, 0);
-    Posted r = Post(recv_, 3, in.data(), in.size());
-    Posted s = Post(send_, 3, out.data(), out.size());
-    Finish(send_, s, 4096);
-    Finish(recv_, r, 4096);
-    ASSERT_EQ(in, out) << "message " << i;
-    EXPECT_FALSE(s.lane->path.direct);
+    SCOPED_TRACE(absl::StrCat("message ", i));
+    EXPECT_FALSE(SendOne(3, 4096, i).send_lane->path.direct);
   }
   EXPECT_EQ(hosts_[0].mover->stats().moves_done, 0u);
 }
