@@ -27,7 +27,8 @@
 //
 // PREPARE returns once no comm uses, or is moving onto, a circuit outside the
 // restricted topology (bounded by the round's deadline). COMMIT installs the
-// target; comms move onto new circuits in the background.
+// target; comms move onto new circuits in the background (Settle waits for
+// them: the agent calls it in warm-up sweep rounds).
 //
 // Traffic reports: every `report_period` the bytes each send comm carried
 // are summed per peer host and handed to `report` (the worker agent), one row
@@ -208,6 +209,10 @@ class PathMover : public router::TopologyFollower {
   absl::Status Prepare(const router::Topology& target, absl::Time deadline) override;
   absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
   void Abort(uint64_t epoch) override;
+  // Returns once no comm is moving and every send comm runs on its desired
+  // path (or waits out a failed move's backoff); DeadlineExceeded naming up
+  // to four comms still moving.
+  absl::Status Settle(absl::Time deadline) override;
   // Router v2 weights for the installed topology (see above).
   absl::Status SetRouting(const router::RoutingPlan& plan) override;
   uint64_t installed_epoch() const override;
@@ -259,6 +264,8 @@ class PathMover : public router::TopologyFollower {
   bool RunRelays(const absl::flat_hash_set<std::string>& reachable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(comms_mu_);
   std::string DescribeBlocked() const;
+  // Comms not settled (Settle), as DescribeBlocked lists them.
+  std::string DescribeUnsettled() const;
   void Report();
 
   // Move steps (comm.mu held).

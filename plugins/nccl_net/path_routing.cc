@@ -1,7 +1,7 @@
 // PathMover's routing state (see path_mover.h): the route table each
 // topology epoch gives, router v2's EPS shares per peer (multipath.h), the
 // path a send comm should run over, and the TopologyFollower calls. Threads:
-// the worker agent's event thread (Prepare/Commit/Abort/SetRouting), the
+// the worker agent's event thread (Prepare/Commit/Abort/Settle/SetRouting), the
 // mover thread and NCCL's proxy threads (Desired, EpsShare, Vanishing).
 #include <algorithm>
 
@@ -327,6 +327,36 @@ absl::Status PathMover::Commit(const router::Topology& target, absl::Time deadli
   RETURN_IF_ERROR(InstallRouting(target, false));
   if (options_.static_plan.has_value()) return SetRouting(*options_.static_plan);
   return absl::OkStatus();
+}
+
+std::string PathMover::DescribeUnsettled() const {
+  std::vector<std::string> out;
+  const uint64_t generation = routing_generation_.load();
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&comms_mu_);
+  for (Comm* c : comms_) {
+    absl::MutexLock cl(&c->mu);
+    if (c->lane == nullptr || c->lane_failed) continue;  // a failed comm goes nowhere
+    // A send comm the mover has not found right for this routing yet would
+    // start a move, unless a failed one holds it back.
+    const bool unrouted = c->is_send && c->routed_generation != generation && now >= c->retry_after;
+    if (c->move != nullptr || unrouted) out.push_back(CommName(*c));
+    if (out.size() >= 4) break;
+  }
+  return absl::StrJoin(out, "; ");
+}
+
+absl::Status PathMover::Settle(absl::Time deadline) {
+  while (true) {
+    const std::string moving = DescribeUnsettled();
+    if (moving.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "NCCL plugin on host ", options_.host, ": comms still moving onto the paths of epoch ",
+          installed_epoch(), ": ", moving));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 void PathMover::Abort(uint64_t epoch) {

@@ -1,9 +1,11 @@
 // The NCCL net plugin core (see plugin.h): NIC discovery, contexts,
 // connection set-up through Background handshakes, and closing (the request
 // path is in plugin_requests.cc). Threads: NCCL's init, proxy service and proxy
-// progress threads, as listed in plugin.h.
+// progress threads, as listed in plugin.h; "mx-nccl-warm" waits for the
+// warm-up sweep.
 #include "plugins/nccl_net/plugin.h"
 
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,6 +74,34 @@ void Plugin::AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connectio
   }
   registry_.Add(comm, kind);
   if (mover_ != nullptr) mover_->Add(comm);
+  if (kind == Kind::kSend) NoteSendComm(comm->peer_host);
+}
+
+void Plugin::NoteSendComm(const std::string& peer_host) {
+  if (warm_peers_.empty() || agent_ == nullptr) return;
+  absl::MutexLock lock(&warm_mu_);
+  if (warm_asked_) return;
+  warm_reached_.insert(peer_host);
+  for (const std::string& h : warm_peers_) {
+    if (!warm_reached_.contains(h)) return;
+  }
+  warm_asked_ = true;
+  LogInfo(absl::StrCat("a send comm reaches each of the ", warm_peers_.size(),
+                       " other hosts of the region: asking controller ", config_.controller,
+                       " for the warm-up sweep"));
+  warm_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mx-nccl-warm");
+    const control::WarmOutcome o = agent_->WarmPaths(config_.warm_paths);
+    const std::string what =
+        absl::StrCat("warm-up sweep ", o.complete ? "done" : "incomplete", " after ",
+                     absl::FormatDuration(o.waited), ": ", o.rounds, " of ", o.planned, " rounds",
+                     o.reason.empty() ? std::string() : absl::StrCat(" (", o.reason, ")"));
+    if (o.complete) {
+      LogInfo(what);
+    } else {
+      LogWarn(absl::StrCat(what, "; the first round of each pairing makes its connections"));
+    }
+  });
 }
 
 absl::StatusOr<transport::Device*> Plugin::SpecDevice(const std::string& nic) {
@@ -107,7 +137,20 @@ absl::Status Plugin::InitFabric() {
       ASSIGN_OR_RETURN(mo.static_plan, LoadStaticDemand(config_.static_demand));
     }
   }
-  std::vector<cluster::NicSpec> host_nics = spec.FindHost(config_.host)->nics;
+  const cluster::HostSpec* me = spec.FindHost(config_.host);
+  std::vector<cluster::NicSpec> host_nics = me->nics;
+  if (!config_.controller.empty() && config_.warm_paths > absl::ZeroDuration()) {
+    for (const cluster::RegionSpec& r : spec.regions) {
+      if (r.name != me->region) continue;
+      for (const std::string& h : r.hosts) {
+        if (h != config_.host) warm_peers_.push_back(h);
+      }
+    }
+    if (warm_peers_.empty()) {
+      LogInfo(absl::StrCat("no warm-up sweep: host ", config_.host,
+                           " shares no region of the spec with another host"));
+    }
+  }
   mo.spec = std::move(spec);
   if (!config_.controller.empty() && config_.report_period > absl::ZeroDuration()) {
     mo.report_period = config_.report_period;

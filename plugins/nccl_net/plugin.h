@@ -13,9 +13,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "plugins/nccl_net/comm.h"
@@ -102,6 +105,10 @@ class Plugin {
   // Registers a new comm (and its first lane) with the registry and mover.
   void AddComm(Comm* comm, Kind kind, std::unique_ptr<transport::Connection> connection,
                LanePath path);
+  // The warm-up sweep (with a controller; MIXNET_NCCL_WARM_PATHS_MS): a send
+  // comm to `peer_host` is up; once every other host of this host's region
+  // has one, asks the agent for the sweep on warm_thread_ (once).
+  void NoteSendComm(const std::string& peer_host);
 
   // What getProperties reports for device dev (computed on its first call:
   // it creates the device to ask its adapter).
@@ -123,6 +130,14 @@ class Plugin {
   std::unique_ptr<RoutePolicy> routes_;
   std::unique_ptr<PathMover> mover_;             // with a spec
   std::unique_ptr<control::WorkerAgent> agent_;  // with a spec and a controller
+  // The warm-up sweep: the other hosts of this host's region (set at init;
+  // empty: none asked), those a send comm reached, and the thread that asks
+  // and waits (started once; never joined: the plugin is never destroyed).
+  std::vector<std::string> warm_peers_;
+  absl::Mutex warm_mu_;
+  absl::flat_hash_set<std::string> warm_reached_ ABSL_GUARDED_BY(warm_mu_);
+  bool warm_asked_ ABSL_GUARDED_BY(warm_mu_) = false;
+  std::thread warm_thread_ ABSL_GUARDED_BY(warm_mu_);
 
   Registry registry_;
   std::atomic<uint64_t> next_id_{0};

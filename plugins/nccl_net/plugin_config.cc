@@ -43,6 +43,12 @@ absl::StatusOr<PluginConfig> LoadPluginConfig() {
                                                    ": expected 0 (off) or a period in ms"));
   }
   c.report_period = absl::Milliseconds(s.nccl_report_ms);
+  if (s.nccl_warm_paths_ms < 0 || s.nccl_warm_paths_ms > 3'600'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MIXNET_NCCL_WARM_PATHS_MS=", s.nccl_warm_paths_ms,
+                     ": expected 0 (do not ask) or a wait in ms up to 3600000"));
+  }
+  c.warm_paths = absl::Milliseconds(s.nccl_warm_paths_ms);
   if (c.host.empty()) {
     char buf[256] = {};
     if (gethostname(buf, sizeof(buf) - 1) == 0) c.host = buf;

@@ -21,6 +21,10 @@ struct PluginConfig {
   std::string cluster_spec;  // MIXNET_CLUSTER_SPEC: routes over EPS and circuits (empty: none)
   std::string controller;    // MIXNET_CONTROLLER: follow its topology epochs (empty: static)
   absl::Duration report_period = absl::Seconds(1);  // MIXNET_NCCL_REPORT_MS (0: no reports)
+  // With a controller: the wait for the warm-up sweep asked for once a send
+  // comm reaches every other host of the region (MIXNET_NCCL_WARM_PATHS_MS;
+  // zero: none asked).
+  absl::Duration warm_paths = absl::Minutes(2);
   // The plugin's own rows:
   int max_recvs = 8;       // MIXNET_NCCL_MAX_RECVS: largest n of a grouped irecv (1..8)
   int speed_mbps = 0;      // MIXNET_NCCL_SPEED_MBPS: reported NIC speed (0: sysfs, else 100000)

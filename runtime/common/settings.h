@@ -116,6 +116,10 @@ namespace mixnet {
   X(int64_t, nccl_report_ms, "MIXNET_NCCL_REPORT_MS", 1000,                                      \
     "NCCL plugin with a controller: period of its traffic reports (bytes per peer host); 0: "    \
     "none")                                                                                      \
+  X(int64_t, nccl_warm_paths_ms, "MIXNET_NCCL_WARM_PATHS_MS", 120000,                            \
+    "NCCL plugin with a controller: once it has a send comm to every other host of its region, " \
+    "it asks for the controller's warm-up sweep (WarmPaths) and waits this long for its end on " \
+    "a thread of its own; 0: it does not ask")                                                   \
   X(int64_t, path_stall_ms, "MIXNET_PATH_STALL_MS", 1000,                                        \
     "a direct (OCS) path whose data or keepalives go unanswered this long is dropped; its "      \
     "bytes are re-sent over EPS")                                                                \

@@ -180,6 +180,11 @@ class WorkerAgent::Impl {
     return stop_;
   }
 
+  bool Warming() const {
+    absl::MutexLock l(&mu_);
+    return warming_;
+  }
+
   // Sleeps up to `d`, returning early (true) when the agent stops.
   bool SleepOrStop(absl::Duration d) {
     absl::MutexLock l(&mu_);
@@ -385,6 +390,15 @@ class WorkerAgent::Impl {
               if (!st.ok()) ++stats_.commit_errors;
             }
             ApplyRoutingLocked(ev, "COMMIT");
+            if (follower_ != nullptr && Warming()) {
+              // A sweep round: its paths are made before the next round
+              // darkens their circuits (TopologyFollower::Settle).
+              absl::Status settled = follower_->Settle(absl::Now() + deadline);
+              if (!settled.ok()) {
+                log::Warn("worker {}: warm-up sweep epoch {}: {}", o_.worker_id, target.epoch,
+                          settled.ToString());
+              }
+            }
           }
         }
         log::Info("worker {}: epoch {} installed{}", o_.worker_id, target.epoch,

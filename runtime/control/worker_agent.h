@@ -132,9 +132,11 @@ class WorkerAgent {
   // Asks the controller for the region's warm-up sweep and waits (at most
   // `timeout`) for its end: every OCS NIC pair the region's circuits can
   // join is lit once and the follower connects (then keeps, suspended) its
-  // paths over it, so that the job's steps open none. Call once, after
-  // Follow and before the first step, on every worker of the region: the
-  // sweep starts when all of them asked. Waits for the watch stream first.
+  // paths over it, so that the job's steps open none (after each sweep
+  // round's Commit the agent waits for the follower's Settle, so one that
+  // connects in the background is done before the next round). Call once,
+  // after Follow and before the first step, on every worker of the region:
+  // the sweep starts when all of them asked. Waits for the watch stream first.
   WarmOutcome WarmPaths(absl::Duration timeout);
 
   WorkerAgentStats stats() const;

@@ -26,6 +26,13 @@
 //    the switch did not light) stays unused (EPS carries its bytes) and the
 //    error is returned, but the epoch is installed anyway.
 //  - Abort(epoch): the round for `epoch` is off: lifts the restriction.
+//  - Settle(deadline): returns once the installed topology's direct paths
+//    are in use (or failed, with their reason logged). A follower that makes
+//    them in the background after Commit (the NCCL plugin's lane moves)
+//    waits here; one that makes them inside Commit (the Communicator)
+//    returns at once. The agent calls it after each Commit of a warm-up
+//    sweep round, so that round's paths exist before the next round darkens
+//    their circuits. DeadlineExceeded naming what is still moving.
 //  - SetRouting(plan) (router v2): re-weight the split of each peer's bytes
 //    over its circuits and EPS from the controller's demand, on the
 //    installed topology; a Commit without one falls back to v1's routing
@@ -56,6 +63,11 @@ class TopologyFollower {
   // fit the cluster spec (the follower keeps its routing).
   virtual absl::Status SetRouting(const RoutingPlan& plan) {
     (void)plan;
+    return absl::OkStatus();
+  }
+  // See the contract above; the default makes its paths inside Commit.
+  virtual absl::Status Settle(absl::Time deadline) {
+    (void)deadline;
     return absl::OkStatus();
   }
   // The epoch of the topology installed now (the initial one, then each Commit).

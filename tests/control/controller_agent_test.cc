@@ -108,6 +108,8 @@ TEST(ControllerAgentTest, AgentsFollowRoundsAbortsAndARestart) {
   auto held = ReadSwitch(rig.sw->address);
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(held->first, (Pairs{{1, 2}, {3, 4}}));
+  // An ordinary round is not waited on (TopologyFollower::Settle).
+  for (auto& f : followers) EXPECT_EQ(f->Calls().find("settle"), std::string::npos) << f->Calls();
   for (auto& a : agents) {  // each worker timed its part of the round
     const control::WorkerAgentStats s = a->stats();
     EXPECT_GT(s.prepare_p50_ms, 0);
@@ -180,6 +182,15 @@ TEST(ControllerAgentTest, WarmSweepLightsEveryPortPairOnceThenRestores) {
     EXPECT_EQ(lit, (std::set<std::pair<int, int>>{{1, 2}, {1, 3}, {1, 4}, {2, 3}, {2, 4}, {3, 4}}));
     EXPECT_EQ(c[4].epoch, 5u);
     EXPECT_TRUE(c[4].circuits.empty());
+    // Each sweep round's Commit is followed by the follower's Settle, before
+    // the next round's PREPARE.
+    const std::string calls = f->Calls();
+    for (int e = 2; e <= 5; ++e) {
+      EXPECT_NE(calls.find(absl::StrCat("commit ", e, " circuits ", e < 5 ? 2 : 0, "; settle ", e,
+                                        e < 5 ? absl::StrCat("; prepare ", e + 1) : "")),
+                std::string::npos)
+          << calls;
+    }
   }
   auto held = ReadSwitch(rig.sw->address);
   ASSERT_TRUE(held.ok());

@@ -1,6 +1,6 @@
 // A router::TopologyFollower for control-plane tests: records every call as
-// text ("prepare 2", "commit 2 circuits 1", "abort 3", "routing v2 hosts 2
-// bytes 4") and every committed topology, installs the epoch on
+// text ("prepare 2", "commit 2 circuits 1", "abort 3", "settle 2", "routing
+// v2 hosts 2 bytes 4") and every committed topology, installs the epoch on
 // Commit, and can be told to make Prepare miss its deadline (as a worker
 // whose drain is stuck). Calls come from the agent's event thread; the test
 // thread reads and waits. Header-only.
@@ -39,6 +39,10 @@ class RecordingFollower final : public router::TopologyFollower {
     return absl::OkStatus();
   }
   void Abort(uint64_t epoch) override { Record(absl::StrCat("abort ", epoch)); }
+  absl::Status Settle(absl::Time) override {
+    Record(absl::StrCat("settle ", installed_.load()));
+    return absl::OkStatus();
+  }
   absl::Status SetRouting(const router::RoutingPlan& plan) override {
     Record(absl::StrCat("routing v", plan.version, " hosts ", plan.hosts.size(), " bytes ",
                         plan.bytes.size()));

@@ -512,6 +512,62 @@ TEST_F(PathMoverTest, MovesOntoANewCircuitWhileTheEndsAreAtDifferentCounts) {
   }
 }
 
+// Settle (what the worker agent waits for in a warm-up sweep round) returns
+// once the pair runs on the committed circuit, with nothing posted: the
+// mover threads make the lane on their own. The next sweep round (PREPARE
+// and COMMIT of a topology without the circuit) brings the pair back home,
+// and Settle returns with the circuit's lane kept at both ends.
+TEST_F(PathMoverTest, SettleWaitsUntilTheCommsRunOnTheInstalledPaths) {
+  auto both = [&](auto call) {
+    absl::Status s1;
+    std::thread other([&] { s1 = call(*hosts_[1].mover); });
+    absl::Status s0 = call(*hosts_[0].mover);
+    other.join();
+    EXPECT_TRUE(s0.ok()) << "h0: " << s0;
+    EXPECT_TRUE(s1.ok()) << "h1: " << s1;
+  };
+  auto settle = [](PathMover& m) { return m.Settle(absl::Now() + absl::Seconds(10)); };
+  const router::Topology lit{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  both([&](PathMover& m) { return m.Commit(lit, absl::Now() + absl::Seconds(1)); });
+  both(settle);
+  {
+    absl::MutexLock l(&send_.mu);
+    EXPECT_EQ(send_.move, nullptr);
+    EXPECT_TRUE(send_.lane->path.direct);
+    EXPECT_EQ(send_.lane->path.local_nic, "ocs0");
+  }
+  {
+    absl::MutexLock l(&recv_.mu);
+    EXPECT_EQ(recv_.move, nullptr);
+    EXPECT_NE(recv_.lane, recv_.home);
+  }
+  for (int h : {0, 1}) EXPECT_EQ(hosts_[h].mover->stats().moves_done, 1u) << "host " << h;
+
+  const router::Topology dark{3, {}};
+  both([&](PathMover& m) { return m.Prepare(dark, absl::Now() + absl::Seconds(5)); });
+  both([&](PathMover& m) { return m.Commit(dark, absl::Now() + absl::Seconds(1)); });
+  both(settle);
+  for (Comm* c : {&send_, &recv_}) {
+    absl::MutexLock l(&c->mu);
+    EXPECT_EQ(c->move, nullptr);
+    EXPECT_EQ(c->lane, c->home) << (c->is_send ? "sender" : "receiver");
+  }
+  for (int h : {0, 1}) EXPECT_EQ(hosts_[h].mover->stats().lanes_kept, 1) << "host " << h;
+}
+
+// A receiver that never answers (its comm is not in its host's mover):
+// Settle gives up at its deadline and names the send comm still moving.
+TEST_F(PathMoverTest, SettleNamesTheCommStillMovingAtItsDeadline) {
+  hosts_[1].mover->Remove(&recv_);
+  const router::Topology lit{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[0].mover->Commit(lit, absl::Now() + absl::Seconds(1)).ok());
+  const absl::Time start = absl::Now();
+  const absl::Status s = hosts_[0].mover->Settle(start + absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_NE(s.message().find("send comm to h1"), std::string::npos) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
 // A send on the circuit larger than the receive it meets (128 KiB into
 // 64 KiB, above the transport's eager limit): the transport refuses it
 // (InvalidArgument) at both ends. That is the request's size error at both
