@@ -14,6 +14,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "ocs_driver/client/client_flags.h"
 #include "ocs_driver/client/ocs_switch_driver.h"
 #include "runtime/cluster/cluster_spec.h"
 #include "runtime/common/log.h"
@@ -30,6 +31,7 @@ struct Flags {
   std::string spec;
   std::string listen = "127.0.0.1:50561";
   std::vector<std::string> ocs;
+  ocs::OcsTlsOptions ocs_tls;  // for every --ocs switch
   std::string state_dir;
   std::string ready_file;
   std::string planner = "improved";
@@ -103,6 +105,7 @@ absl::StatusOr<ControllerOptions> BuildOptions(const Flags& f) {
     ocs::OcsClientOptions co;
     co.target = arg.substr(eq + 1);
     co.timeout = o.switch_timeout;
+    co.tls = f.ocs_tls;
     absl::StatusOr<std::unique_ptr<ocs::OcsSwitchDriver>> d =
         ocs::OcsSwitchDriver::Create(co, o.controller_id);
     if (!d.ok()) return Annotate(d.status(), absl::StrCat("--ocs ", arg));
@@ -120,6 +123,10 @@ int Main(int argc, char** argv) {
   app.add_option("--ocs", f.ocs,
                  "SWITCH=TARGET: the mixnet-ocsd of a switch of the spec (host:port or "
                  "unix:/path; repeatable, one per switch)");
+  // The calls to every --ocs switch over (m)TLS: a mixnet-ocsd with
+  // --tls-cert/--tls-key/--tls-client-ca admits the controller by this
+  // client certificate (its --allow-client).
+  ocs::AddOcsTlsFlags(&app, &f.ocs_tls, "ocs-");
   app.add_option("--state-dir", f.state_dir, "where the fencing epoch is persisted")->required();
   app.add_option("--ready-file", f.ready_file, "write the listening address here once serving");
   app.add_option("--planner", f.planner, "improved | greedy")

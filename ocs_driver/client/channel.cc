@@ -52,7 +52,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeOcsChannel(const OcsTarget& t
   } else {
     if (tls.cert_file.empty() != tls.key_file.empty()) {
       return absl::InvalidArgumentError(
-          "a TLS client certificate needs both --tls-cert and --tls-key");
+          "a TLS client certificate needs both its certificate and its key (--tls-cert and "
+          "--tls-key; mixnet-controller: --ocs-tls-cert and --ocs-tls-key)");
     }
     grpc::SslCredentialsOptions ssl;
     if (!tls.ca_file.empty()) {

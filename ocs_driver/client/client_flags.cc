@@ -21,15 +21,21 @@ void AddOcsClientFlags(CLI::App* app, OcsClientFlags* flags, bool target_require
   app->add_option("--timeout-ms", flags->timeout_ms, "deadline of each call in milliseconds")
       ->check(CLI::Range(1, 3600 * 1000))
       ->capture_default_str();
-  app->add_flag("--tls", flags->tls.enabled,
-                "use TLS (implied by the --tls-* files; system roots without --tls-ca)");
-  app->add_option("--tls-ca", flags->tls.ca_file, "PEM CA bundle that signs the server certificate")
+  AddOcsTlsFlags(app, &flags->tls, "");
+}
+
+void AddOcsTlsFlags(CLI::App* app, OcsTlsOptions* tls, const std::string& prefix) {
+  const std::string p = "--" + prefix;
+  app->add_flag(
+      p + "tls", tls->enabled,
+      "use TLS (implied by the " + p + "tls-* files; system roots without " + p + "tls-ca)");
+  app->add_option(p + "tls-ca", tls->ca_file, "PEM CA bundle that signs the server certificate")
       ->check(CLI::ExistingFile);
-  app->add_option("--tls-cert", flags->tls.cert_file, "PEM client certificate (mTLS)")
+  app->add_option(p + "tls-cert", tls->cert_file, "PEM client certificate (mTLS)")
       ->check(CLI::ExistingFile);
-  app->add_option("--tls-key", flags->tls.key_file, "PEM client private key (mTLS)")
+  app->add_option(p + "tls-key", tls->key_file, "PEM client private key (mTLS)")
       ->check(CLI::ExistingFile);
-  app->add_option("--tls-server-name", flags->tls.server_name,
+  app->add_option(p + "tls-server-name", tls->server_name,
                   "name to verify in the server certificate instead of the target's host");
 }
 

@@ -20,6 +20,17 @@ if(TARGET mixnet_control_worker)
     LIBS ${_ctl_test_libs} mixnet_control_worker
     LABELS cpu
     TIMEOUT 120)
+  # mixnet-controller's --ocs-tls-* to a mixnet-ocsd requiring mTLS
+  # (certificates made by openssl at test time).
+  mixnet_add_test(NAME controller_ocs_tls_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_ocs_tls_test.cc
+    LIBS ${_ctl_test_libs} mixnet_control_worker mixnet_ocs_client
+    LABELS cpu
+    TIMEOUT 120)
+  mixnet_build_paths(controller_ocs_tls_test
+    MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>"
+    MIXNET_OCSD_BIN "$<TARGET_FILE:mixnet-ocsd>")
+  add_dependencies(controller_ocs_tls_test mixnet-controller mixnet-ocsd)
   mixnet_add_test(NAME controller_agent_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_agent_test.cc
     LIBS ${_ctl_test_libs} mixnet_control_worker

@@ -1,14 +1,12 @@
 // mTLS between mixnetctl / OcsClient and mixnet-ocsd (issue 3). A CA, a
 // server certificate (SAN 127.0.0.1 and localhost), an allowed client
 // ("controller-a"), a not-allowed client ("observer") and a client of an
-// unknown CA are made at test time with the openssl command in a temporary
-// directory (nothing is committed). Checks: without a client certificate
-// nothing can be called; a not-allowed subject reads but gets
+// unknown CA are made at test time (test_certs.h). Checks: without a client
+// certificate nothing can be called; a not-allowed subject reads but gets
 // PERMISSION_DENIED on Apply; the allowed one applies; the server name
 // override; and the daemon's refusal of an insecure non-loopback listen
 // address unless --insecure-listen-any.
 // Test thread; the daemon and mixnetctl are child processes.
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,13 +19,18 @@
 #include "ocs_driver/client/ocs_client.h"
 #include "tests/ocs_driver/client/client_test_util.h"
 #include "tests/ocs_driver/client/command_runner.h"
+#include "tests/ocs_driver/client/test_certs.h"
 
 namespace mixnet::ocs {
 namespace {
 
 using ::mixnet::testing::CommandResult;
 using ::mixnet::testing::DaemonProcess;
+using ::mixnet::testing::kClientCertExt;
+using ::mixnet::testing::kLocalServerCertExt;
 using ::mixnet::testing::MakeApply;
+using ::mixnet::testing::MakeCa;
+using ::mixnet::testing::MakeCert;
 using ::mixnet::testing::RunCommand;
 using ::mixnet::testing::StartSimDaemon;
 using ::mixnet::testing::TempDir;
@@ -37,61 +40,16 @@ std::string Describe(const CommandResult& r) {
   return absl::StrCat(r.command, "\nrc=", r.rc, "\nstdout:\n", r.out, "\nstderr:\n", r.err);
 }
 
-// Runs openssl with `args`; an error naming the command on failure.
-absl::Status Openssl(std::vector<std::string> args) {
-  args.insert(args.begin(), "/usr/bin/openssl");
-  CommandResult r = RunCommand(args, absl::Seconds(30));
-  if (r.rc != 0) return absl::InternalError(Describe(r));
-  return absl::OkStatus();
-}
-
-const std::vector<std::string> kEcKey = {"-newkey", "ec", "-pkeyopt",
-                                         "ec_paramgen_curve:prime256v1", "-nodes"};
-
-// A self-signed CA "<dir>/<name>.crt/.key".
-absl::Status MakeCa(const std::string& dir, const std::string& name) {
-  std::vector<std::string> args = {"req", "-x509"};
-  args.insert(args.end(), kEcKey.begin(), kEcKey.end());
-  for (std::string a : {std::string("-keyout"), dir + "/" + name + ".key", std::string("-out"),
-                        dir + "/" + name + ".crt", std::string("-days"), std::string("2"),
-                        std::string("-subj"), "/CN=" + name}) {
-    args.push_back(a);
-  }
-  return Openssl(args);
-}
-
-// A certificate "<dir>/<name>.crt/.key" for CN `cn` (subject /O=MixNet/CN=cn,
-// or `subject` when given), signed by `ca`, with the extension lines `ext`.
-absl::Status MakeCert(const std::string& dir, const std::string& ca, const std::string& name,
-                      const std::string& cn, const std::string& ext, int serial,
-                      const std::string& subject = "") {
-  const std::string base = dir + "/" + name;
-  std::ofstream(base + ".ext") << ext;
-  std::vector<std::string> req = {"req", "-new"};
-  req.insert(req.end(), kEcKey.begin(), kEcKey.end());
-  for (std::string a : {std::string("-keyout"), base + ".key", std::string("-out"), base + ".csr",
-                        std::string("-subj"), subject.empty() ? "/O=MixNet/CN=" + cn : subject}) {
-    req.push_back(a);
-  }
-  if (absl::Status s = Openssl(req); !s.ok()) return s;
-  return Openssl({"x509", "-req", "-in", base + ".csr", "-CA", dir + "/" + ca + ".crt", "-CAkey",
-                  dir + "/" + ca + ".key", "-set_serial", std::to_string(serial), "-days", "2",
-                  "-out", base + ".crt", "-extfile", base + ".ext"});
-}
-
 class MtlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     const std::string& d = dir_->path();
-    const std::string client_ext = "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n";
+    const std::string client_ext = kClientCertExt;
     setup_ = MakeCa(d, "ca");
     if (setup_.ok()) setup_ = MakeCa(d, "rogue-ca");
     if (setup_.ok()) {
-      setup_ = MakeCert(d, "ca", "server", "mixnet-ocsd",
-                        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
-                        "basicConstraints=CA:FALSE\n",
-                        2);
+      setup_ = MakeCert(d, "ca", "server", "mixnet-ocsd", kLocalServerCertExt, 2);
     }
     if (setup_.ok()) setup_ = MakeCert(d, "ca", "allowed", "controller-a", client_ext, 3);
     if (setup_.ok()) setup_ = MakeCert(d, "ca", "other", "observer", client_ext, 4);
