@@ -93,6 +93,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   if (!tls && !options.allow_clients.empty()) {
     return absl::InvalidArgumentError("--allow-client needs TLS (--tls-cert ...)");
   }
+  if (tls && options.allow_clients.empty()) {
+    // Deny by default: every certificate the CA signs (workers, tools,
+    // observers) would otherwise be able to change the switch.
+    return absl::InvalidArgumentError(
+        "mTLS needs --allow-client: name the certificates allowed to change the switch (the "
+        "controllers'); without it every certificate --tls-client-ca signed could");
+  }
   RETURN_IF_ERROR(ClientAllowList::Create(options.allow_clients).status());
   RETURN_IF_ERROR(CheckListenAddress(options.listen, tls, options.insecure_listen_any));
   if (!options.metrics_listen.empty()) {

@@ -1,8 +1,10 @@
 // The mixnet-ocsd server: an OcsService behind a gRPC server with the standard
 // health service (grpc.health.v1) and server reflection, listening on TCP or a
 // unix socket ("unix:/path"), optionally with mTLS (client certificates
-// required and verified against --tls-client-ca). Without TLS it refuses to
-// listen on anything but loopback or a unix socket unless insecure_listen_any.
+// required and verified against --tls-client-ca; allow_clients must then name
+// who may change the switch: there is no allow-all). Without TLS it refuses
+// to listen on anything but loopback or a unix socket unless
+// insecure_listen_any.
 // After the server listens, the actual address ("127.0.0.1:41234",
 // "unix:/path") is written atomically to ready_file when one is given (a
 // stale one is removed at start, and the file is removed at clean shutdown).

@@ -170,7 +170,7 @@ int Main(int argc, char** argv) {
   app.add_option("--allow-client", f.daemon.allow_clients,
                  "client certificate allowed to ApplyCrossConnects: a common name (ctl-1) or a "
                  "whole subject, attributes in any order (CN=ctl-1,O=mixnet); repeatable; "
-                 "default: any authenticated client");
+                 "required with TLS (no default: other certificates may read, not change)");
   app.add_flag("--insecure-listen-any", f.daemon.insecure_listen_any,
                "allow a non-loopback listen address without TLS");
   app.add_option("--metrics-listen", f.daemon.metrics_listen,

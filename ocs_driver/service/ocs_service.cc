@@ -214,7 +214,11 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
 }
 
 grpc::Status OcsService::CheckApplyAllowed(grpc::ServerContext* context) const {
-  if (!options_.tls || allow_list_.empty()) return grpc::Status::OK;
+  if (!options_.tls) return grpc::Status::OK;
+  if (allow_list_.empty()) {  // the daemon refuses this at start; deny by default anyway
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "no client is allowed to change the switch (no --allow-client)");
+  }
   auto auth = context->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "client not authenticated");

@@ -17,9 +17,9 @@
 //     (ocsd_metrics.h; served by the daemon with --metrics-listen);
 //   - Watch streams a snapshot and then one CHANGE per applied request; the
 //     stream ends when the client cancels or Shutdown() is called;
-//   - with TLS and an allow list, only the listed client certificate
-//     subjects / common names may call ApplyCrossConnects (matched as
-//     client_identity.h says: a subject's attributes in any order).
+//   - with TLS, only the allow list's client certificate subjects / common
+//     names may call ApplyCrossConnects (matched as client_identity.h says: a
+//     subject's attributes in any order); an empty list allows none.
 // Waits for the device honour the call's deadline and cancellation.
 //
 // Threading: handlers run on gRPC's sync-server threads concurrently; state is

@@ -4,8 +4,8 @@
 // unknown CA are made at test time (test_certs.h). Checks: without a client
 // certificate nothing can be called; a not-allowed subject reads but gets
 // PERMISSION_DENIED on Apply; the allowed one applies; the server name
-// override; and the daemon's refusal of an insecure non-loopback listen
-// address unless --insecure-listen-any.
+// override; the daemon's refusal of TLS without --allow-client, and of an
+// insecure non-loopback listen address unless --insecure-listen-any.
 // Test thread; the daemon and mixnetctl are child processes.
 #include <string>
 #include <vector>
@@ -204,6 +204,19 @@ TEST_F(MtlsTest, AllowClientSubjectMatchesInEitherOrder) {
   absl::StatusOr<std::unique_ptr<DaemonProcess>> bad = StartTlsDaemon("CN=ctl-2,O");
   ASSERT_FALSE(bad.ok()) << "a malformed --allow-client was accepted";
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--allow-client"));
+}
+
+// TLS with no --allow-client would let every certificate of the CA (workers,
+// tools) change the switch: the daemon refuses to start, saying so.
+TEST_F(MtlsTest, TlsWithoutAllowClientDoesNotStart) {
+  daemon_.reset();
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> d =
+      StartSimDaemon(8, 0,
+                     {"--tls-cert", Path("server.crt"), "--tls-key", Path("server.key"),
+                      "--tls-client-ca", Path("ca.crt")});
+  ASSERT_FALSE(d.ok()) << "mixnet-ocsd with mTLS and no --allow-client started at "
+                       << (*d)->address();
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("mTLS needs --allow-client"));
 }
 
 TEST(ListenPolicyTest, InsecureNonLoopbackListenNeedsExplicitFlag) {
