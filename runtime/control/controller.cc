@@ -232,6 +232,12 @@ std::string Controller::fenced() const {
   return fenced_;
 }
 
+void Controller::OnFenced(std::function<void(const std::string&)> hook) {
+  absl::MutexLock lock(&mu_);
+  fenced_hook_ = std::move(hook);
+  if (!fenced_.empty() && fenced_hook_) fenced_hook_(fenced_);
+}
+
 v1::Topology Controller::TopologyProto(uint64_t epoch,
                                        const std::vector<cluster::CircuitSpec>& circuits) const {
   v1::Topology t;

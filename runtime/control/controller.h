@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -141,6 +142,11 @@ class Controller {
 
   // Why planning stopped (stale epoch), empty while healthy.
   std::string fenced() const;
+  // Calls `hook` with the reason once this controller is fenced (at once when
+  // it already is); the planner thread calls it, under the controller's
+  // lock: it must not call back into the controller. The server sets its
+  // health to NOT_SERVING there.
+  void OnFenced(std::function<void(const std::string&)> hook);
 
  private:
   // A session's events for its watch stream, behind their own lock: a
@@ -282,6 +288,7 @@ class Controller {
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::string fenced_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> fenced_hook_ ABSL_GUARDED_BY(mu_);
   uint64_t highest_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t saved_epoch_ = 0;  // persisted in store_ (planner thread, after Create)
   uint64_t committed_epoch_ ABSL_GUARDED_BY(mu_) = 0;

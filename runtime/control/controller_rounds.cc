@@ -482,6 +482,7 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
         reason = fenced_;
         metrics_->Fenced();
         log::Error("controller {}: FENCED, planning stopped: {}", id_, fenced_);
+        if (fenced_hook_) fenced_hook_(fenced_);
       } else {
         reason = absl::StrCat("OCS switch ", name, " at ", driver->target(),
                               " failed to apply epoch ", epoch, ": ", r.status().ToString());

@@ -246,6 +246,12 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   if (grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService()) {
     health->SetServingStatus(true);
     health->SetServingStatus(kServiceName, true);
+    // A fenced controller plans no more: probes see NOT_SERVING (GetStatus
+    // says why).
+    s->controller_->OnFenced([health](const std::string&) {
+      health->SetServingStatus(false);
+      health->SetServingStatus(kServiceName, false);
+    });
   }
   log::Info("mixnet-controller {}: listening on {}", s->controller_->id(), s->address_);
   if (!options.ready_file.empty()) {

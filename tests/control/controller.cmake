@@ -9,7 +9,7 @@ mixnet_add_test(NAME controller_test
   TIMEOUT 120)
 mixnet_add_test(NAME controller_restart_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_restart_test.cc
-  LIBS ${_ctl_test_libs}
+  LIBS ${_ctl_test_libs} mixnet_proto_grpc_health
   LABELS cpu
   TIMEOUT 120)
 mixnet_build_paths(controller_restart_test MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>")

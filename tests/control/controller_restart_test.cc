@@ -1,19 +1,22 @@
 // Controller restart and fencing tests (label cpu): a restarted controller
 // resumes with a higher epoch; one started with a stale state dir against
-// the same sim OCS daemon is fenced when it applies; and the mixnet-controller
-// binary itself (flags, ready file, a round, clean SIGTERM shutdown).
+// the same sim OCS daemon is fenced when it applies (and its health turns
+// NOT_SERVING); and the mixnet-controller binary itself (flags, ready file,
+// a round, clean SIGTERM shutdown).
 #include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mixnet_build_paths.h"  // MIXNET_CONTROLLER_BIN
+#include "tests/common/grpc_probe.h"
 #include "tests/control/controller_test_util.h"
 
 namespace mixnet::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using Serving = grpc::health::v1::HealthCheckResponse;
 
 const RegionDef kR0{"r0", "h", 4, "ocs0", 1};
 
@@ -171,6 +174,9 @@ TEST_F(ControllerRestartTest, ControllerWithAStaleStateDirIsFenced) {
   aw.clear();
 
   auto bw = Workers(bch);
+  auto health = HealthOf(bch, "");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, Serving::SERVING);
   // B's view: the circuits of A's first round; it wants others.
   std::vector<cv1::TopologyEvent> evs = Round(*bstub, bw, 0, {{0, 2}, {1, 3}});
   ASSERT_EQ(evs.size(), 2u);
@@ -180,6 +186,15 @@ TEST_F(ControllerRestartTest, ControllerWithAStaleStateDirIsFenced) {
   cv1::ControllerStatus st = Status(*bstub);
   EXPECT_THAT(st.fenced(), HasSubstr("refused epoch"));
   EXPECT_EQ(st.regions(0).rounds_aborted(), 1u);
+  // Probes see that it plans no more; A, still driving the switch, serves.
+  for (const char* service : {"", "mixnet.control.v1.Controller"}) {
+    health = HealthOf(bch, service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, Serving::NOT_SERVING) << "fenced controller, service '" << service << "'";
+    health = HealthOf(ach, service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, Serving::SERVING) << "the controller driving the switch";
+  }
   auto after = ReadSwitch(sw_.address);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->first, before->first);  // unchanged
