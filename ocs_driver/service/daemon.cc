@@ -2,6 +2,7 @@
 #include "ocs_driver/service/daemon.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -164,6 +165,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
     health->SetServingStatus(true);
     health->SetServingStatus(kServiceName, true);
   }
+  if (options.health_probe > absl::ZeroDuration()) {
+    Daemon* d = daemon.get();
+    daemon->prober_ = std::thread([d, period = options.health_probe] { d->Probe(period); });
+  }
   const BackendInfo& info = daemon->service_->info();
   log::Info("mixnet-ocsd: {} backend ({} {}), {} ports, switching time {}; listening on {}{}",
             info.backend, info.vendor, info.model, info.ports,
@@ -176,9 +181,33 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
 
 Daemon::~Daemon() { Shutdown(absl::Seconds(1)); }
 
+void Daemon::Probe(absl::Duration period) {
+  pthread_setname_np(pthread_self(), "mx-ocsd-probe");
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  bool serving = true;
+  while (!stop_probe_.WaitForNotificationWithTimeout(period)) {
+    const absl::Status s = service_->ProbeDevice(absl::Now() + period);
+    // A call that held the device all along says nothing about the switch.
+    if (absl::IsDeadlineExceeded(s) || stop_probe_.HasBeenNotified()) continue;
+    if (s.ok() == serving) continue;
+    serving = s.ok();
+    if (serving) {
+      log::Info("mixnet-ocsd: the switch answers again; health SERVING");
+    } else {
+      log::Warn("mixnet-ocsd: the switch does not answer ({}); health NOT_SERVING", s.ToString());
+    }
+    if (health != nullptr) {
+      health->SetServingStatus(serving);
+      health->SetServingStatus(kServiceName, serving);
+    }
+  }
+}
+
 void Daemon::Shutdown(absl::Duration grace) {
   if (stopped_ || server_ == nullptr) return;
   stopped_ = true;
+  stop_probe_.Notify();
+  if (prober_.joinable()) prober_.join();
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
     health->Shutdown();
   }

@@ -12,16 +12,23 @@
 // served at http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h:
 // loopback unless TLS or metrics_allow_remote), up before the ready file.
 //
+// Health (grpc.health.v1, "" and mixnet.ocs.v1.OcsDriver) is SERVING while
+// the switch answers: a prober thread ("mx-ocsd-probe") reads it every
+// health_probe (holding the device for that one read) and turns health
+// NOT_SERVING while the reads fail, SERVING again once one succeeds.
+//
 // Threading: Start/Shutdown/Wait from the main thread; the service runs on
-// gRPC's threads.
+// gRPC's threads; the prober on its own.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "ocs_driver/backend.h"
@@ -42,6 +49,9 @@ struct DaemonOptions {
   int max_receive_bytes = 4 * 1024 * 1024;  // gRPC's limit (RESOURCE_EXHAUSTED beyond)
   std::string metrics_listen;               // HOST:PORT (port 0: ephemeral); empty: none
   bool metrics_allow_remote = false;        // a non-loopback metrics_listen without TLS
+  // Every this long the switch is read (ProbeDevice); health is NOT_SERVING
+  // while it does not answer. Zero: no probe (health SERVING while up).
+  absl::Duration health_probe = absl::Seconds(5);
 };
 
 // OK when `listen` may be used: unix sockets and loopback always, anything
@@ -69,12 +79,18 @@ class Daemon {
 
  private:
   Daemon() = default;
+  // The prober thread ("mx-ocsd-probe"): reads the switch every
+  // health_probe and sets health to match, until Shutdown.
+  void Probe(absl::Duration period);
+
   std::unique_ptr<OcsService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsExposer> metrics_;
   std::string address_;
   std::string ready_file_;  // removed again at shutdown
   bool stopped_ = false;
+  absl::Notification stop_probe_;
+  std::thread prober_;
 };
 
 }  // namespace mixnet::ocs

@@ -43,6 +43,7 @@ struct Flags {
   std::vector<int> sim_fail_ports;
   std::string sim_hardware_file;
   DaemonOptions daemon;
+  double health_probe_ms = 5000;
 };
 
 absl::Duration Ms(double ms) { return absl::Microseconds(static_cast<int64_t>(ms * 1000)); }
@@ -181,6 +182,11 @@ int Main(int argc, char** argv) {
                "allow a non-loopback --metrics-listen without TLS (/metrics is plain HTTP)");
   app.add_option("--ready-file", f.daemon.ready_file,
                  "write the listening address here once serving");
+  app.add_option("--health-probe-ms", f.health_probe_ms,
+                 "read the switch this often; health is NOT_SERVING while it does not answer "
+                 "(0: no probe)")
+      ->check(CLI::Range(0.0, 3600e3))
+      ->capture_default_str();
   app.add_option("--sim-fail-ports", f.sim_fail_ports,
                  "testing: sim adds touching these ports fail")
       ->delimiter(',')
@@ -205,6 +211,7 @@ int Main(int argc, char** argv) {
   };
   // A ready file from an earlier run must not announce this one too early.
   if (!f.daemon.ready_file.empty()) unlink(f.daemon.ready_file.c_str());
+  f.daemon.health_probe = Ms(f.health_probe_ms);
   absl::StatusOr<StateStore> store = StateStore::Open(f.state_dir);
   if (!store.ok()) return fail(store.status());
   absl::StatusOr<std::unique_ptr<OcsBackend>> backend = OpenBackend(f);

@@ -144,7 +144,11 @@ void OcsService::Shutdown() {
 }
 
 absl::Status OcsService::AcquireDevice(grpc::ServerContext* context) {
-  const absl::Time deadline = std::min(DeadlineOf(context), absl::Now() + options_.max_device_wait);
+  return AcquireDeviceUntil(std::min(DeadlineOf(context), absl::Now() + options_.max_device_wait),
+                            context);
+}
+
+absl::Status OcsService::AcquireDeviceUntil(absl::Time deadline, grpc::ServerContext* context) {
   auto device_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_ || shutdown_; };
   absl::MutexLock lock(&mu_);
   while (true) {
@@ -152,7 +156,7 @@ absl::Status OcsService::AcquireDevice(grpc::ServerContext* context) {
     mu_.AwaitWithDeadline(absl::Condition(&device_free), slice);
     if (shutdown_) return absl::UnavailableError("mixnet-ocsd is shutting down");
     if (!busy_) break;
-    if (context->IsCancelled())
+    if (context != nullptr && context->IsCancelled())
       return absl::CancelledError("call cancelled while waiting for the device");
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError("deadline passed while another call held the switch");
@@ -165,6 +169,20 @@ absl::Status OcsService::AcquireDevice(grpc::ServerContext* context) {
 void OcsService::ReleaseDevice() {
   absl::MutexLock lock(&mu_);
   busy_ = false;
+}
+
+absl::Status OcsService::ProbeDevice(absl::Time deadline) {
+  RETURN_IF_ERROR(AcquireDeviceUntil(deadline, nullptr));
+  absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
+  metrics_->DeviceConnected(actual.ok());
+  if (actual.ok()) metrics_->Circuits(actual->size());
+  ReleaseDevice();
+  if (!actual.ok()) return Annotate(actual.status(), "reading the switch");
+  std::sort(actual->begin(), actual->end());
+  absl::MutexLock lock(&mu_);
+  actual_ = *std::move(actual);
+  actual_known_ = true;
+  return absl::OkStatus();
 }
 
 grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,

@@ -70,6 +70,12 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   // Handlers running now (Watch streams included).
   int InFlight() const { return in_flight_.load(); }
 
+  // Reads the switch for a health probe (the daemon's prober thread): OK when
+  // it answered. Waits for the device at most until `deadline`:
+  // DeadlineExceeded then means a call held it that long, not that the
+  // switch is gone. Refreshes the state GetCrossConnects reports.
+  absl::Status ProbeDevice(absl::Time deadline);
+
   const BackendInfo& info() const { return info_; }
   OcsdMetrics& metrics() const { return *metrics_; }
 
@@ -102,6 +108,8 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   // Takes the device (sets busy_) waiting at most until the call's deadline
   // (capped by max_device_wait); DeadlineExceeded / Cancelled / Unavailable.
   absl::Status AcquireDevice(grpc::ServerContext* context);
+  // The same until `deadline`, for a call (`context`) or the prober (null).
+  absl::Status AcquireDeviceUntil(absl::Time deadline, grpc::ServerContext* context);
   void ReleaseDevice();
 
   // PERMISSION_DENIED unless the peer may change the switch.

@@ -1,8 +1,8 @@
 // The pieces of mixnet-ocsd on their own, in process: the sim backend (fault
 // injection, hardware file), the state store (round trip, corruption, the
 // directory lock), request validation, the listen-address policy and the
-// --allow-client list (distinguished names in any order) and the Apply
-// time window.
+// --allow-client list (distinguished names in any order), the Apply
+// time window and the daemon's health probe.
 // Label cpu. Test thread only.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +23,7 @@
 #include "ocs_driver/service/state_saver.h"
 #include "ocs_driver/service/state_store.h"
 #include "ocs_driver/sim/sim_backend.h"
+#include "tests/common/grpc_probe.h"
 #include "tests/ocs_driver/daemon_process.h"
 #include "tests/ocs_driver/service/ocsd_test_util.h"
 
@@ -250,6 +251,46 @@ TEST(OcsServiceTest, ReadFailureBeforeAChangeKeepsTheSavedStateAndARetryApplies)
   auto reopened = StateStore::Open(dir.path() + "/state");
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   EXPECT_EQ(reopened->Load().value(), (PersistedState{2, 1, {{3, 4}}, "test"}));
+}
+
+// The daemon's prober reads the switch every health_probe: health goes
+// NOT_SERVING (both names) while the reads fail, and SERVING again once one
+// succeeds; a read held up by nothing turns it within a few periods.
+TEST(OcsdHealthTest, NotServingWhileTheSwitchDoesNotAnswer) {
+  testing::TempDir dir;
+  auto fail = std::make_shared<std::atomic<bool>>(false);
+  auto sim = OpenSimBackend({.ports = 8});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto store = StateStore::Open(dir.path() + "/state");
+  ASSERT_TRUE(store.ok()) << store.status();
+  DaemonOptions o;
+  o.listen = "unix:" + dir.path() + "/ocsd.sock";
+  o.health_probe = absl::Milliseconds(20);
+  auto daemon = Daemon::Start(std::make_unique<FlakyReadBackend>(std::move(*sim), fail),
+                              std::move(*store), o);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto channel = grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
+  using Serving = grpc::health::v1::HealthCheckResponse;
+  // Waits (at most 5 s) until both names report `want`.
+  auto becomes = [&](Serving::ServingStatus want) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (absl::Now() < deadline) {
+      bool all = true;
+      for (const char* service : {"", "mixnet.ocs.v1.OcsDriver"}) {
+        auto st = testing::HealthOf(channel, service);
+        all &= st.ok() && *st == want;
+      }
+      if (all) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  };
+  EXPECT_TRUE(becomes(Serving::SERVING));
+  fail->store(true);
+  EXPECT_TRUE(becomes(Serving::NOT_SERVING)) << "a switch that does not answer";
+  fail->store(false);
+  EXPECT_TRUE(becomes(Serving::SERVING)) << "the switch answers again";
+  (*daemon)->Shutdown();
 }
 
 TEST(RequestValidationTest, NormalisesAndNamesTheProblem) {
