@@ -628,6 +628,8 @@ void PathMover::Advance(Comm& c) {
     if (!c.is_send || c.routed_generation == generation || absl::Now() < c.retry_after) return;
     std::optional<LanePath> want = Desired(c);
     if (want.has_value() && !want->SameAs(c.lane->path)) {
+      // A topology whose routing is being installed: decide once it is in.
+      if (routing_pending_.load()) return;
       StartMove(c, *want);
     } else {
       c.routed_generation = generation;

@@ -208,10 +208,15 @@ class PathMover : public router::TopologyFollower {
   // router::TopologyFollower (agent thread).
   absl::Status Prepare(const router::Topology& target, absl::Time deadline) override;
   absl::Status Commit(const router::Topology& target, absl::Time deadline) override;
+  // Commit and SetRouting with no move started in between (the mover holds
+  // new moves until the routing is in).
+  absl::Status CommitWithRouting(const router::Topology& target, const router::RoutingPlan* plan,
+                                 absl::Time deadline, absl::Status* routing_status) override;
   void Abort(uint64_t epoch) override;
   // Returns once no comm is moving and every send comm runs on its desired
-  // path (or waits out a failed move's backoff); DeadlineExceeded naming up
-  // to four comms still moving.
+  // path, or has failed a move and waits out a backoff that ends after
+  // `deadline` (one ending before it is waited for, and the move retried);
+  // DeadlineExceeded naming up to four comms still moving.
   absl::Status Settle(absl::Time deadline) override;
   // Router v2 weights for the installed topology (see above).
   absl::Status SetRouting(const router::RoutingPlan& plan) override;
@@ -264,8 +269,11 @@ class PathMover : public router::TopologyFollower {
   bool RunRelays(const absl::flat_hash_set<std::string>& reachable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(comms_mu_);
   std::string DescribeBlocked() const;
-  // Comms not settled (Settle), as DescribeBlocked lists them.
-  std::string DescribeUnsettled() const;
+  // Set while CommitWithRouting installs a topology and its routing: no
+  // move starts (a comm's desired path is only right with both).
+  std::atomic<bool> routing_pending_{false};
+  // Comms not settled by `deadline` (Settle), as DescribeBlocked lists them.
+  std::string DescribeUnsettled(absl::Time deadline) const;
   void Report();
 
   // Move steps (comm.mu held).

@@ -329,17 +329,19 @@ absl::Status PathMover::Commit(const router::Topology& target, absl::Time deadli
   return absl::OkStatus();
 }
 
-std::string PathMover::DescribeUnsettled() const {
+std::string PathMover::DescribeUnsettled(absl::Time deadline) const {
   std::vector<std::string> out;
   const uint64_t generation = routing_generation_.load();
-  const absl::Time now = absl::Now();
   absl::MutexLock lock(&comms_mu_);
   for (Comm* c : comms_) {
     absl::MutexLock cl(&c->mu);
     if (c->lane == nullptr || c->lane_failed) continue;  // a failed comm goes nowhere
-    // A send comm the mover has not found right for this routing yet would
-    // start a move, unless a failed one holds it back.
-    const bool unrouted = c->is_send && c->routed_generation != generation && now >= c->retry_after;
+    // A send comm the mover has not found right for this routing yet will
+    // start a move, also after a failed one's backoff when that ends before
+    // the deadline (the peer refuses a move onto a circuit it has not
+    // installed yet: its COMMIT came later than ours).
+    const bool unrouted =
+        c->is_send && c->routed_generation != generation && c->retry_after < deadline;
     if (c->move != nullptr || unrouted) out.push_back(CommName(*c));
     if (out.size() >= 4) break;
   }
@@ -348,7 +350,7 @@ std::string PathMover::DescribeUnsettled() const {
 
 absl::Status PathMover::Settle(absl::Time deadline) {
   while (true) {
-    const std::string moving = DescribeUnsettled();
+    const std::string moving = DescribeUnsettled(deadline);
     if (moving.empty()) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -357,6 +359,16 @@ absl::Status PathMover::Settle(absl::Time deadline) {
     }
     absl::SleepFor(absl::Milliseconds(1));
   }
+}
+
+absl::Status PathMover::CommitWithRouting(const router::Topology& target,
+                                          const router::RoutingPlan* plan, absl::Time deadline,
+                                          absl::Status* routing_status) {
+  routing_pending_.store(true);
+  absl::Status st = Commit(target, deadline);
+  *routing_status = plan != nullptr ? SetRouting(*plan) : absl::OkStatus();
+  routing_pending_.store(false);
+  return st;
 }
 
 void PathMover::Abort(uint64_t epoch) {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -229,8 +230,16 @@ class WorkerAgent::Impl {
   // Router v2 weights carried by `ev`, to the follower (see SetRouting).
   void ApplyRoutingLocked(const v1::TopologyEvent& ev, const char* what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(follower_mu_) {
-    if (!ev.has_routing() || ev.routing().version() < 2 || follower_ == nullptr) return;
-    absl::Status st = follower_->SetRouting(RoutingFromProto(ev.routing()));
+    if (!HasRouting(ev) || follower_ == nullptr) return;
+    CountRouting(ev, what, follower_->SetRouting(RoutingFromProto(ev.routing())));
+  }
+
+  static bool HasRouting(const v1::TopologyEvent& ev) {
+    return ev.has_routing() && ev.routing().version() >= 2;
+  }
+
+  // Counts a routing handed to the follower (stats), warning when refused.
+  void CountRouting(const v1::TopologyEvent& ev, const char* what, const absl::Status& st) {
     absl::MutexLock l(&mu_);
     ++stats_.routings;
     if (!st.ok()) {
@@ -374,7 +383,13 @@ class WorkerAgent::Impl {
           if (target.epoch > installed) {
             if (follower_ != nullptr) {
               const absl::Time start = absl::Now();
-              st = follower_->Commit(target, absl::Now() + deadline);
+              // The COMMIT's routing is installed with the topology.
+              std::optional<router::RoutingPlan> plan;
+              if (HasRouting(ev)) plan = RoutingFromProto(ev.routing());
+              absl::Status routed;
+              st = follower_->CommitWithRouting(target, plan ? &*plan : nullptr,
+                                                absl::Now() + deadline, &routed);
+              if (plan) CountRouting(ev, "COMMIT", routed);
               const absl::Duration took = absl::Now() - start;
               if (took > o_.slow_commit) {
                 log::Info("worker {}: installing epoch {} took {} (connections over new circuits)",
@@ -389,7 +404,6 @@ class WorkerAgent::Impl {
               ++stats_.commits;
               if (!st.ok()) ++stats_.commit_errors;
             }
-            ApplyRoutingLocked(ev, "COMMIT");
             if (follower_ != nullptr && Warming()) {
               // A sweep round: its paths are made before the next round
               // darkens their circuits (TopologyFollower::Settle).

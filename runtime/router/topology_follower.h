@@ -65,6 +65,17 @@ class TopologyFollower {
     (void)plan;
     return absl::OkStatus();
   }
+  // Commit, then SetRouting(*plan) for the new topology when the COMMIT
+  // carried router v2 weights (`plan` non-null), as one step: a follower
+  // whose paths move in the background starts none in between (else a comm
+  // would move onto the circuit under v1's paths, then again onto its
+  // split). Returns Commit's status; SetRouting's in *routing_status.
+  virtual absl::Status CommitWithRouting(const Topology& target, const RoutingPlan* plan,
+                                         absl::Time deadline, absl::Status* routing_status) {
+    absl::Status st = Commit(target, deadline);
+    *routing_status = plan != nullptr ? SetRouting(*plan) : absl::OkStatus();
+    return st;
+  }
   // See the contract above; the default makes its paths inside Commit.
   virtual absl::Status Settle(absl::Time deadline) {
     (void)deadline;

@@ -228,7 +228,16 @@ TEST_F(NcclNetFabricEpochTest, AWarmUpSweepMakesTheLanesSoTheTrafficOpensNoConne
   ASSERT_NO_FATAL_FAILURE(StartDaemons());
   const std::string controller = ctl_->address();
   absl::Status s = RunRanks(
-      kEpochWorld, [&](int me, Board* b) { return WarmRank(me, b); }, absl::Seconds(150),
+      kEpochWorld,
+      [&](int me, Board* b) {
+        absl::Status st = WarmRank(me, b);
+        if (!st.ok()) {  // what the plugin logged in this rank, for the diagnosis
+          for (const std::string& l : LoggedLines())
+            fprintf(stderr, "rank %d: %s\n", me, l.c_str());
+        }
+        return st;
+      },
+      absl::Seconds(150),
       [&](int rank) {
         const std::string& host = spec_.hosts[rank].name;
         return EnterHost(fabric_->HostNamespace(host), host, spec_path_, controller, "60000");

@@ -555,6 +555,55 @@ TEST_F(PathMoverTest, SettleWaitsUntilTheCommsRunOnTheInstalledPaths) {
   for (int h : {0, 1}) EXPECT_EQ(hosts_[h].mover->stats().lanes_kept, 1) << "host " << h;
 }
 
+// The sender's COMMIT comes first: the receiver, whose topology lacks the
+// circuit yet, refuses the move, which the sender abandons with a 50 ms
+// backoff. Settle waits through that backoff (it ends before the deadline)
+// and for the retried move once the receiver has committed too.
+TEST_F(PathMoverTest, SettleRetriesAMoveThePeerRefusedBeforeItsCommit) {
+  const router::Topology lit{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  ASSERT_TRUE(hosts_[0].mover->Commit(lit, absl::Now() + absl::Seconds(1)).ok());
+  absl::Status settled;
+  std::thread waiter([&] { settled = hosts_[0].mover->Settle(absl::Now() + absl::Seconds(10)); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (hosts_[0].mover->stats().moves_abandoned == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_GE(hosts_[0].mover->stats().moves_abandoned, 1u) << "the receiver did not refuse";
+  ASSERT_TRUE(hosts_[1].mover->Commit(lit, absl::Now() + absl::Seconds(1)).ok());
+  waiter.join();
+  EXPECT_TRUE(settled.ok()) << settled;
+  absl::MutexLock l(&send_.mu);
+  EXPECT_EQ(send_.move, nullptr);
+  EXPECT_TRUE(send_.lane->path.direct) << "Settle returned with the pair still on EPS";
+}
+
+// A COMMIT with router v2 weights that split the pair (EPS 1 Gbit/s beside a
+// 100 Gbit/s circuit): CommitWithRouting installs both before any move, so
+// the comm moves once, straight onto the split lane, instead of onto the
+// circuit under v1's paths and then again (a second connection) onto its
+// split.
+TEST_F(PathMoverTest, ACommitWithItsRoutingMovesOnceOntoTheSplitLane) {
+  router::RoutingPlan plan;
+  plan.hosts = {"h0", "h1"};
+  plan.bytes = {0, 1e9, 1e9, 0};
+  const router::Topology lit{2, {cluster::CircuitSpec{"ocs0", 1, 2}}};
+  for (int h : {1, 0}) {
+    absl::Status routed;
+    ASSERT_TRUE(hosts_[h]
+                    .mover->CommitWithRouting(lit, &plan, absl::Now() + absl::Seconds(1), &routed)
+                    .ok());
+    ASSERT_TRUE(routed.ok()) << routed;
+  }
+  ASSERT_TRUE(hosts_[0].mover->Settle(absl::Now() + absl::Seconds(10)).ok());
+  {
+    absl::MutexLock l(&send_.mu);
+    EXPECT_TRUE(send_.lane->path.direct);
+    EXPECT_GT(send_.lane->path.split_min_bytes, 0u) << "not on a split lane";
+  }
+  EXPECT_GT(hosts_[0].mover->EpsShare(send_), 0);
+  EXPECT_EQ(hosts_[0].mover->stats().moves_started, 1u);
+}
+
 // A receiver that never answers (its comm is not in its host's mover):
 // Settle gives up at its deadline and names the send comm still moving.
 TEST_F(PathMoverTest, SettleNamesTheCommStillMovingAtItsDeadline) {
