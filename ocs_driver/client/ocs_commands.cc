@@ -82,7 +82,7 @@ int RunGet(const Flags& f) {
 std::string DefaultControllerId() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  return absl::StrCat("mixnetctl@", host, "/", getpid());
+  return absl::StrCat("mixnetctl@", host);
 }
 
 int RunApply(const Flags& f) {
@@ -206,7 +206,8 @@ std::function<int()> AddOcsCommands(CLI::App* app) {
   circuit->excludes(file)->excludes(clear);
   file->excludes(clear);
   apply->add_option("--controller-id", flags->controller_id,
-                    "who is asking (for the daemon's log)");
+                    "who is asking (default mixnetctl@HOST): the daemon's log, and an epoch "
+                    "belongs to the first id that applied it (another id needs a higher one)");
 
   CLI::App* watch = ocs->add_subcommand("watch", "print the snapshot, then every change");
   common(watch, RunWatch);

@@ -316,6 +316,14 @@ grpc::Status OcsService::ApplyLocked(const v1::ApplyCrossConnectsRequest& reques
                         absl::StrCat("stale epoch ", epoch, ": the highest accepted epoch is ",
                                      current.epoch, " (fenced)"));
   }
+  if (epoch == current.epoch && !current.controller_id.empty() &&
+      request.controller_id() != current.controller_id) {
+    // Two controllers at one epoch: the first to apply holds it.
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("epoch ", epoch, " is held by controller '",
+                                     current.controller_id, "', not '", request.controller_id(),
+                                     "': a controller takes over with a higher epoch (fenced)"));
+  }
   if (epoch == current.epoch && version < current.config_version) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("config_version ", version, " is below version ",

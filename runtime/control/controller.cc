@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
   uint64_t highest = persisted;
   std::vector<cluster::CircuitSpec> circuits;
   std::map<std::string, SwitchApplyTiming> apply_timing;
+  std::map<std::string, std::vector<PortPair>> held;  // per switch, for the claim below
   for (const auto& [name, driver] : options.switches) {
     absl::StatusOr<SwitchCircuits> sw = driver->GetCircuits(absl::Now() + options.switch_timeout);
     if (!sw.ok()) {
@@ -106,6 +107,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
     }
     highest = std::max(highest, sw->highest_epoch);
     apply_timing[name] = sw->apply_timing;
+    held[name] = sw->circuits;
     for (const PortPair& p : sw->circuits) {
       circuits.push_back({name, std::min(p.first, p.second), std::max(p.first, p.second)});
     }
@@ -126,6 +128,24 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(ControllerOptions 
   }
   const uint64_t saved = EpochBlockEnd(epoch, options.epoch_block);
   RETURN_IF_ERROR(store.Save(saved, options.controller_id));
+  // Claim the epoch on every switch before serving (arbitration): the
+  // circuits each holds, applied again under this controller's epoch, change
+  // nothing on the switch, and from now on an older controller's Apply is
+  // refused as stale, and one at this same epoch as another controller's.
+  for (const auto& [name, driver] : options.switches) {
+    absl::StatusOr<SwitchApplyResult> r =
+        driver->Apply(epoch, epoch, held[name], absl::Now() + options.switch_timeout);
+    if (!r.ok()) {
+      return Annotate(r.status(), absl::StrCat("claiming epoch ", epoch, " on OCS switch ", name,
+                                               " at ", driver->target(),
+                                               absl::IsFailedPrecondition(r.status())
+                                                   ? " (another controller claimed a newer one "
+                                                     "since this one read the switch)"
+                                                   : ""));
+    }
+    log::Info("controller {}: claimed epoch {} on switch {} ({} circuits kept)",
+              options.controller_id, epoch, name, held[name].size());
+  }
   log::Info("controller {}: epoch {} (persisted {}, switches' highest {}), {} circuits, {} regions",
             options.controller_id, epoch, persisted, highest, circuits.size(),
             planner.regions().size());

@@ -1,8 +1,8 @@
 // Controller restart and fencing tests (label cpu): a restarted controller
-// resumes with a higher epoch; one started with a stale state dir against
-// the same sim OCS daemon is fenced when it applies (and its health turns
-// NOT_SERVING); and the mixnet-controller binary itself (flags, ready file,
-// a round, clean SIGTERM shutdown).
+// resumes with a higher epoch; a second controller against the same sim OCS
+// daemon claims the switch at start and the first is fenced at its next
+// Apply (its health NOT_SERVING); and the mixnet-controller binary itself
+// (flags, ready file, a round, clean SIGTERM shutdown).
 #include <filesystem>
 #include <fstream>
 
@@ -149,13 +149,19 @@ TEST_F(ControllerRestartTest, RestartResumesWithAHigherEpoch) {
   (*server)->Shutdown(absl::Seconds(1));
 }
 
-TEST_F(ControllerRestartTest, ControllerWithAStaleStateDirIsFenced) {
+// A second controller, even one with a stale state dir, starts above the
+// switch's epoch and claims it there before serving (the circuits kept), so
+// the first is refused at its next Apply: fenced, NOT_SERVING, planning
+// stopped, the switch as the second left it, which goes on with rounds.
+TEST_F(ControllerRestartTest, ASecondControllerClaimsTheSwitchAndFencesTheFirst) {
   auto a = StartController(Setup("a", "a.sock"));
   ASSERT_TRUE(a.ok()) << a.status();
   auto ach = Connect((*a)->address());
   auto astub = cv1::Controller::NewStub(ach);
   auto aw = Workers(ach);
   ASSERT_EQ(Round(*astub, aw, 0, {{0, 1}, {2, 3}}).back().kind(), cv1::TopologyEvent::COMMIT);
+  auto before = ReadSwitch(sw_.address);
+  ASSERT_TRUE(before.ok());
   // B: a copy of A's state dir from an earlier time (epoch 1 persisted).
   std::filesystem::create_directories(dir_.path() + "/b");
   std::ofstream(dir_.path() + "/b/controller_epoch.json") << "{\"highest_epoch\": 1}\n";
@@ -164,49 +170,50 @@ TEST_F(ControllerRestartTest, ControllerWithAStaleStateDirIsFenced) {
   auto bch = Connect((*b)->address());
   auto bstub = cv1::Controller::NewStub(bch);
   const uint64_t b_epoch = Status(*bstub).highest_epoch();
-  // A keeps going: the switch's epoch passes B's.
-  ASSERT_EQ(Round(*astub, aw, 1, {{0, 2}, {1, 3}}).back().kind(), cv1::TopologyEvent::COMMIT);
-  ASSERT_EQ(Round(*astub, aw, 2, {{0, 3}, {1, 2}}).back().kind(), cv1::TopologyEvent::COMMIT);
-  ASSERT_EQ(Round(*astub, aw, 3, {{0, 1}, {2, 3}}).back().kind(), cv1::TopologyEvent::COMMIT);
-  auto before = ReadSwitch(sw_.address);
-  ASSERT_TRUE(before.ok());
-  ASSERT_GT(before->second, b_epoch + 1);
-  aw.clear();
+  EXPECT_EQ(b_epoch, before->second + 1);
+  auto claimed = ReadSwitch(sw_.address);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_EQ(claimed->first, before->first) << "the claim changed circuits";
+  EXPECT_EQ(claimed->second, b_epoch) << "B did not claim its epoch on the switch";
 
-  auto bw = Workers(bch);
-  auto health = HealthOf(bch, "");
-  ASSERT_TRUE(health.ok()) << health.status();
-  EXPECT_EQ(*health, Serving::SERVING);
-  // B's view: the circuits of A's first round; it wants others.
-  std::vector<cv1::TopologyEvent> evs = Round(*bstub, bw, 0, {{0, 2}, {1, 3}});
+  // A's next round: refused at the switch, A is fenced.
+  std::vector<cv1::TopologyEvent> evs = Round(*astub, aw, 1, {{0, 2}, {1, 3}});
   ASSERT_EQ(evs.size(), 2u);
   EXPECT_EQ(evs[0].kind(), cv1::TopologyEvent::PREPARE);
   EXPECT_EQ(evs[1].kind(), cv1::TopologyEvent::ABORT);
-  EXPECT_THAT(evs[1].reason(), HasSubstr("stale"));
-  cv1::ControllerStatus st = Status(*bstub);
+  EXPECT_THAT(evs[1].reason(), HasSubstr("held by controller"));
+  cv1::ControllerStatus st = Status(*astub);
   EXPECT_THAT(st.fenced(), HasSubstr("refused epoch"));
   EXPECT_EQ(st.regions(0).rounds_aborted(), 1u);
-  // Probes see that it plans no more; A, still driving the switch, serves.
-  for (const char* service : {"", "mixnet.control.v1.Controller"}) {
-    health = HealthOf(bch, service);
-    ASSERT_TRUE(health.ok()) << health.status();
-    EXPECT_EQ(*health, Serving::NOT_SERVING) << "fenced controller, service '" << service << "'";
-    health = HealthOf(ach, service);
-    ASSERT_TRUE(health.ok()) << health.status();
-    EXPECT_EQ(*health, Serving::SERVING) << "the controller driving the switch";
-  }
   auto after = ReadSwitch(sw_.address);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->first, before->first);  // unchanged
-  EXPECT_EQ(after->second, before->second);
+  EXPECT_EQ(after->second, b_epoch);
+  // Probes see that A plans no more; B, driving the switch, serves.
+  for (const char* service : {"", "mixnet.control.v1.Controller"}) {
+    auto health = HealthOf(ach, service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, Serving::NOT_SERVING) << "fenced controller, service '" << service << "'";
+    health = HealthOf(bch, service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, Serving::SERVING) << "the controller driving the switch";
+  }
   // A fenced controller plans no more.
   for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(SendReport(*bstub, Hosts()[i] + "/w", Hosts()[i], 1, 0, Hosts(),
+    ASSERT_TRUE(SendReport(*astub, Hosts()[i] + "/w", Hosts()[i], 2, 0, Hosts(),
                            Row(4, i, {{0, 3}, {1, 2}}))
                     .ok());
   }
   absl::SleepFor(absl::Milliseconds(300));
-  for (auto& w : bw) EXPECT_EQ(w->queued(), 0u);
+  for (auto& w : aw) EXPECT_EQ(w->queued(), 0u);
+  aw.clear();
+  // B's rounds go on.
+  auto bw = Workers(bch);
+  ASSERT_EQ(Round(*bstub, bw, 0, {{0, 2}, {1, 3}}).back().kind(), cv1::TopologyEvent::COMMIT);
+  auto driven = ReadSwitch(sw_.address);
+  ASSERT_TRUE(driven.ok());
+  EXPECT_EQ(driven->first, (Pairs{{1, 3}, {2, 4}}));
+  EXPECT_GT(driven->second, b_epoch);
   bw.clear();
   (*b)->Shutdown(absl::Seconds(1));
   (*a)->Shutdown(absl::Seconds(1));

@@ -157,7 +157,7 @@ TEST_F(SwitchTimeTest, DecideUsesTheMeasuredApplyTimeOnceThereIsOne) {
       << Status(*stub_).DebugString();
   EXPECT_FALSE(Next(absl::Milliseconds(300)).has_value()) << "a round ran at 10 s per switch";
   EXPECT_EQ(Status(*stub_).regions(0).rounds_committed(), 1u);
-  EXPECT_EQ(fake_->given().size(), 1u);
+  EXPECT_EQ(fake_->given().size(), 2u);  // the claim at start, the round
 }
 
 TEST_F(SwitchTimeTest, SpecTimeStaysTheFloorForAFastSwitch) {
@@ -177,8 +177,9 @@ TEST_F(SwitchTimeTest, ApplyDeadlineCoversTheSlowestMeasuredApply) {
   fake_->set_timing(Timing(4, absl::Microseconds(500), absl::Seconds(3)));
   Start();
   Report(0, {{0, 1}, {2, 3}});
-  ASSERT_TRUE(WaitUntil([&] { return fake_->given().size() == 1; }));
-  absl::Duration given = fake_->given()[0];
+  // given()[0]: the epoch claimed at start (the switch timeout).
+  ASSERT_TRUE(WaitUntil([&] { return fake_->given().size() == 2; }));
+  absl::Duration given = fake_->given()[1];
   EXPECT_GT(given, absl::Seconds(11.5));
   EXPECT_LE(given, absl::Seconds(12));
 
@@ -186,10 +187,10 @@ TEST_F(SwitchTimeTest, ApplyDeadlineCoversTheSlowestMeasuredApply) {
   ASSERT_TRUE(WaitUntil([&] { return fake_->timing_reads() >= 1; }));
   fake_->set_timing(Timing(4, absl::Microseconds(500), absl::Seconds(1)));
   Report(1, {{0, 2}, {1, 3}});  // the round after this one reads the new time
-  ASSERT_TRUE(WaitUntil([&] { return fake_->given().size() == 2; }));
-  Report(2, {{0, 3}, {1, 2}});
   ASSERT_TRUE(WaitUntil([&] { return fake_->given().size() == 3; }));
-  given = fake_->given()[2];
+  Report(2, {{0, 3}, {1, 2}});
+  ASSERT_TRUE(WaitUntil([&] { return fake_->given().size() == 4; }));
+  given = fake_->given()[3];
   EXPECT_GT(given, absl::Seconds(4.5));
   EXPECT_LE(given, absl::Seconds(5));
 }

@@ -165,13 +165,14 @@ TEST_F(ControllerTest, SwitchFailureAbortsAndTheNextRoundReapplies) {
   auto fake = std::make_shared<FakeSwitch>();
   setup_.drivers["ocs0"] = fake;
   Start({kR0}, {"ocs0"});
+  EXPECT_EQ(fake->applies(), 1);  // the epoch claimed at start
   fake->FailNext(absl::UnavailableError("fake: mirror stuck"));
   Report(kR0, 0, {{0, 1}, {2, 3}});
   ExpectAll(kR0, cv1::TopologyEvent::PREPARE, 2);
   cv1::TopologyEvent abort = ExpectAll(kR0, cv1::TopologyEvent::ABORT, 2);
   EXPECT_THAT(abort.reason(), HasSubstr("mirror stuck"));
   EXPECT_THAT(abort.reason(), HasSubstr("ocs0"));
-  EXPECT_EQ(fake->applies(), 1);
+  EXPECT_EQ(fake->applies(), 2);
   cv1::ControllerStatus st = Status(*stub_);
   EXPECT_TRUE(st.fenced().empty());  // not a stale epoch
   EXPECT_EQ(st.regions(0).rounds_aborted(), 1u);
@@ -184,7 +185,7 @@ TEST_F(ControllerTest, SwitchFailureAbortsAndTheNextRoundReapplies) {
   // Same traffic again: skipped, the switch is not asked.
   Report(kR0, 2, {{0, 1}, {2, 3}});
   ASSERT_TRUE(WaitUntil([&] { return Status(*stub_).regions(0).rounds_skipped() == 1; }));
-  EXPECT_EQ(fake->applies(), 2);
+  EXPECT_EQ(fake->applies(), 3);
   // A failed round leaves the switch uncertain: the next plan is applied
   // even though it equals the committed circuits.
   fake->FailNext(absl::DeadlineExceededError("fake: no answer"));
@@ -194,7 +195,7 @@ TEST_F(ControllerTest, SwitchFailureAbortsAndTheNextRoundReapplies) {
   Report(kR0, 4, {{0, 1}, {2, 3}});
   ExpectAll(kR0, cv1::TopologyEvent::PREPARE, 5);
   ExpectAll(kR0, cv1::TopologyEvent::COMMIT, 5);
-  EXPECT_EQ(fake->applies(), 4);
+  EXPECT_EQ(fake->applies(), 5);
   EXPECT_EQ(fake->state().second, 5u);
 }
 
@@ -237,7 +238,7 @@ TEST_F(ControllerTest, FencedByAFakeSwitchStopsPlanning) {
   Report(kR0, 1, {{0, 2}, {1, 3}});
   absl::SleepFor(absl::Milliseconds(300));
   for (auto& [h, w] : workers_) EXPECT_EQ(w->queued(), 0u) << h;
-  EXPECT_EQ(fake->applies(), 1);
+  EXPECT_EQ(fake->applies(), 2);  // the claim at start, the round
 }
 
 TEST_F(ControllerTest, ReRegisteringReplacesTheWatchStream) {
@@ -381,11 +382,11 @@ TEST_F(ControllerTest, WorkerThatNeverAcksAbortsWithinDeadline) {
   EXPECT_LE(took, absl::Milliseconds(300) + absl::Milliseconds(1500));
   EXPECT_THAT(abort.reason(), HasSubstr("h3/w"));
   EXPECT_THAT(abort.reason(), ::testing::Not(HasSubstr("h0/w")));
-  // Switch untouched, epoch 2 never committed.
+  // Switch untouched, epoch 2 never applied (1: the claim at start).
   auto sw = ReadSwitch(switches_["ocs0"].address);
   ASSERT_TRUE(sw.ok()) << sw.status();
   EXPECT_TRUE(sw->first.empty());
-  EXPECT_EQ(sw->second, 0u);
+  EXPECT_EQ(sw->second, 1u);
   cv1::ControllerStatus st = Status(*stub_);
   EXPECT_EQ(st.topology().epoch(), 1u);
   EXPECT_EQ(st.regions(0).rounds_aborted(), 1u);
@@ -448,7 +449,7 @@ TEST_F(ControllerTest, TwoRegionsArePlannedIndependently) {
   ASSERT_TRUE(s0.ok() && s1.ok());
   EXPECT_EQ(s0->first, (Pairs{{1, 2}, {3, 4}}));
   EXPECT_TRUE(s1->first.empty());
-  EXPECT_EQ(s1->second, 0u);  // never asked
+  EXPECT_EQ(s1->second, 1u);  // never asked to change: the claim at start only
 
   Report(b, 0, {{0, 2}, {1, 3}});
   ExpectAll(b, cv1::TopologyEvent::PREPARE, 3);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -143,10 +144,14 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   o.epoch_block = s.epoch_block;
   o.warm_paths = s.warm_paths;
   o.switch_timeout = absl::Seconds(5);
+  // Each controller its own id, as each mixnet-controller process has: a
+  // switch lets only the id that applied an epoch apply it again.
+  static std::atomic<int> started{0};
+  o.controller_id = absl::StrCat("ctl-test-", ++started);
   for (const auto& [name, addr] : s.switches) {
     ocs::OcsClientOptions co;
     co.target = addr;
-    ASSIGN_OR_RETURN(auto d, ocs::OcsSwitchDriver::Create(co, "ctl-test"));
+    ASSIGN_OR_RETURN(auto d, ocs::OcsSwitchDriver::Create(co, o.controller_id));
     o.switches[name] = std::move(d);
   }
   for (const auto& [name, d] : s.drivers) o.switches[name] = d;

@@ -170,7 +170,9 @@ TEST_F(MtlsTest, AllowedSubjectApplies) {
   o.tls.server_name = "localhost";
   absl::StatusOr<std::unique_ptr<OcsClient>> client = OcsClient::Create(o);
   ASSERT_TRUE(client.ok()) << client.status();
-  OcsApplyResult a = (*client)->Apply(MakeApply(1, 2, {{3, 4}}));
+  // Another controller id than mixnetctl's: a newer epoch (epoch 1 is
+  // mixnetctl's now).
+  OcsApplyResult a = (*client)->Apply(MakeApply(2, 1, {{3, 4}}));
   EXPECT_TRUE(a.ok()) << a.status;
   EXPECT_EQ(Actual(), nlohmann::json::parse("[[3,4]]"));
 

@@ -2,7 +2,7 @@
 // injection, hardware file), the state store (round trip, corruption, the
 // directory lock), request validation, the listen-address policy and the
 // --allow-client list (distinguished names in any order), the Apply
-// time window and the daemon's health probe.
+// time window, the daemon's health probe and who holds an epoch.
 // Label cpu. Test thread only.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -290,6 +290,39 @@ TEST(OcsdHealthTest, NotServingWhileTheSwitchDoesNotAnswer) {
   EXPECT_TRUE(becomes(Serving::NOT_SERVING)) << "a switch that does not answer";
   fail->store(false);
   EXPECT_TRUE(becomes(Serving::SERVING)) << "the switch answers again";
+  (*daemon)->Shutdown();
+}
+
+// Two controllers never share an epoch: the first id to apply one holds
+// it; another id at that epoch is refused and changes nothing, and takes
+// over with a higher epoch.
+TEST(OcsServiceTest, AnEpochBelongsToTheControllerThatAppliedIt) {
+  testing::TempDir dir;
+  auto sim = OpenSimBackend({.ports = 8});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto store = StateStore::Open(dir.path() + "/state");
+  ASSERT_TRUE(store.ok()) << store.status();
+  DaemonOptions o;
+  o.listen = "unix:" + dir.path() + "/ocsd.sock";
+  o.health_probe = absl::ZeroDuration();
+  auto daemon = Daemon::Start(std::move(*sim), std::move(*store), o);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = testing::StubFor((*daemon)->address());
+  ASSERT_TRUE(testing::Apply(*stub, testing::Req(3, 1, {{1, 2}}, "ctl-a")).status.ok());
+  for (uint64_t version : {1, 2}) {  // the same request, or a newer version
+    testing::ApplyOutcome other =
+        testing::Apply(*stub, testing::Req(3, version, {{1, 2}}, "ctl-b"));
+    EXPECT_EQ(other.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << version;
+    EXPECT_THAT(other.status.error_message(), HasSubstr("epoch 3 is held by controller 'ctl-a'"));
+  }
+  testing::ApplyOutcome other = testing::Apply(*stub, testing::Req(3, 2, {{3, 4}}, "ctl-b"));
+  EXPECT_EQ(other.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(testing::PairsOf(testing::Get(*stub).actual()), (testing::Pairs{{1, 2}}));
+  EXPECT_TRUE(testing::Apply(*stub, testing::Req(3, 2, {{3, 4}}, "ctl-a")).status.ok());
+  EXPECT_TRUE(testing::Apply(*stub, testing::Req(4, 1, {{5, 6}}, "ctl-b")).status.ok());
+  const testing::ApplyOutcome old = testing::Apply(*stub, testing::Req(4, 2, {{1, 2}}, "ctl-a"));
+  EXPECT_EQ(old.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(testing::PairsOf(testing::Get(*stub).actual()), (testing::Pairs{{5, 6}}));
   (*daemon)->Shutdown();
 }
 
