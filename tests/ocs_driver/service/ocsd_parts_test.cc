@@ -217,20 +217,29 @@ class FlakyReadBackend : public OcsBackend {
   std::shared_ptr<std::atomic<bool>> fail_;
 };
 
+// An in-process mixnet-ocsd over an 8-port FlakyReadBackend, its state in
+// `dir`/state, listening on `dir`/ocsd.sock.
+absl::StatusOr<std::unique_ptr<Daemon>> StartFlakyDaemon(
+    const std::string& dir, std::shared_ptr<std::atomic<bool>> fail,
+    absl::Duration health_probe = DaemonOptions{}.health_probe) {
+  absl::StatusOr<std::unique_ptr<OcsBackend>> sim = OpenSimBackend({.ports = 8});
+  if (!sim.ok()) return sim.status();
+  absl::StatusOr<StateStore> store = StateStore::Open(dir + "/state");
+  if (!store.ok()) return store.status();
+  DaemonOptions o;
+  o.listen = "unix:" + dir + "/ocsd.sock";
+  o.health_probe = health_probe;
+  return Daemon::Start(std::make_unique<FlakyReadBackend>(*std::move(sim), std::move(fail)),
+                       *std::move(store), o);
+}
+
 // A new epoch's state is saved beside the read before its change: when that
 // read fails, the switch is untouched, the call says the state is saved, and
 // the same request again applies it.
 TEST(OcsServiceTest, ReadFailureBeforeAChangeKeepsTheSavedStateAndARetryApplies) {
   testing::TempDir dir;
   auto fail = std::make_shared<std::atomic<bool>>(false);
-  auto sim = OpenSimBackend({.ports = 8});
-  ASSERT_TRUE(sim.ok()) << sim.status();
-  auto store = StateStore::Open(dir.path() + "/state");
-  ASSERT_TRUE(store.ok()) << store.status();
-  DaemonOptions o;
-  o.listen = "unix:" + dir.path() + "/ocsd.sock";
-  auto daemon = Daemon::Start(std::make_unique<FlakyReadBackend>(std::move(*sim), fail),
-                              std::move(*store), o);
+  auto daemon = StartFlakyDaemon(dir.path(), fail);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = testing::StubFor((*daemon)->address());
   ASSERT_TRUE(testing::Apply(*stub, testing::Req(1, 1, {{1, 2}})).status.ok());
@@ -259,15 +268,7 @@ TEST(OcsServiceTest, ReadFailureBeforeAChangeKeepsTheSavedStateAndARetryApplies)
 TEST(OcsdHealthTest, NotServingWhileTheSwitchDoesNotAnswer) {
   testing::TempDir dir;
   auto fail = std::make_shared<std::atomic<bool>>(false);
-  auto sim = OpenSimBackend({.ports = 8});
-  ASSERT_TRUE(sim.ok()) << sim.status();
-  auto store = StateStore::Open(dir.path() + "/state");
-  ASSERT_TRUE(store.ok()) << store.status();
-  DaemonOptions o;
-  o.listen = "unix:" + dir.path() + "/ocsd.sock";
-  o.health_probe = absl::Milliseconds(20);
-  auto daemon = Daemon::Start(std::make_unique<FlakyReadBackend>(std::move(*sim), fail),
-                              std::move(*store), o);
+  auto daemon = StartFlakyDaemon(dir.path(), fail, absl::Milliseconds(20));
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto channel = grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   using Serving = grpc::health::v1::HealthCheckResponse;
@@ -298,14 +299,7 @@ TEST(OcsdHealthTest, NotServingWhileTheSwitchDoesNotAnswer) {
 // over with a higher epoch.
 TEST(OcsServiceTest, AnEpochBelongsToTheControllerThatAppliedIt) {
   testing::TempDir dir;
-  auto sim = OpenSimBackend({.ports = 8});
-  ASSERT_TRUE(sim.ok()) << sim.status();
-  auto store = StateStore::Open(dir.path() + "/state");
-  ASSERT_TRUE(store.ok()) << store.status();
-  DaemonOptions o;
-  o.listen = "unix:" + dir.path() + "/ocsd.sock";
-  o.health_probe = absl::ZeroDuration();
-  auto daemon = Daemon::Start(std::move(*sim), std::move(*store), o);
+  auto daemon = StartFlakyDaemon(dir.path(), std::make_shared<std::atomic<bool>>(false));
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = testing::StubFor((*daemon)->address());
   ASSERT_TRUE(testing::Apply(*stub, testing::Req(3, 1, {{1, 2}}, "ctl-a")).status.ok());
