@@ -13,7 +13,10 @@
 #   - `import mixnet` with PYTHONPATH into the root;
 #   - systemd-analyze verify accepts the units without a warning (when
 #     systemd-analyze exists; else that part is reported skipped);
-#   - the maintainer scripts parse (sh -n).
+#   - the maintainer scripts parse (sh -n);
+#   - the packaged default: mixnet-ocsd on a unix socket in /run/mixnet-ocsd
+#     that only its user and group may use (run from the root under the
+#     unit's UMask), the controller pointed there and put in that group.
 # Usage: package_test.sh BUILD_DIR
 set -euo pipefail
 build="$(cd "$1" && pwd)"
@@ -159,6 +162,39 @@ if command -v systemd-analyze >/dev/null; then
 else
   skipped+=("systemd-analyze verify: systemd-analyze not installed")
 fi
+
+# The packaged default: mixnet-ocsd on a unix socket in its runtime
+# directory, made under the unit's UMask (its user and group only), the
+# controller's --ocs pointing there, and the postinst joining the
+# controller's user to that group. The daemon is run from the root as the
+# unit would run it, the socket moved into $tmp.
+ocsd_args="$(sed -n 's/^MIXNET_OCSD_ARGS=//p' "$root/etc/mixnet/mixnet-ocsd.env")"
+ctl_args="$(sed -n 's/^MIXNET_CONTROLLER_ARGS=//p' "$root/etc/mixnet/mixnet-controller.env")"
+unit="$root/usr/lib/systemd/system/mixnet-ocsd.service"
+sock="$(grep -oE -- '--listen unix:[^ ]+' <<<"$ocsd_args" | sed 's/^--listen unix://')" || true
+[[ "$sock" == /run/mixnet-ocsd/* ]] ||
+  fail "the packaged mixnet-ocsd listens as '$ocsd_args', not on a unix socket in /run/mixnet-ocsd"
+grep -qx 'RuntimeDirectory=mixnet-ocsd' "$unit" || fail "mixnet-ocsd.service makes no /run/mixnet-ocsd"
+grep -qF -- "--ocs ocs0=unix:$sock" <<<"$ctl_args" ||
+  fail "the packaged controller's --ocs is not unix:$sock: $ctl_args"
+grep -q 'adduser --quiet mixnet-controller mixnet-ocsd' "$tmp/control/mixnet-ocsd/postinst" ||
+  fail "the postinst does not add user mixnet-controller to group mixnet-ocsd"
+unit_umask="$(sed -n 's/^UMask=//p' "$unit")"
+mkdir -p "$tmp/run" "$tmp/ocsd-state"
+read -ra args <<<"${ocsd_args//"unix:$sock"/"unix:$tmp/run/ocsd.sock"}"
+(umask "$unit_umask" && exec env -u LD_LIBRARY_PATH "$root/usr/bin/mixnet-ocsd" "${args[@]}" \
+  --state-dir "$tmp/ocsd-state" --ready-file "$tmp/run/ready") >"$tmp/ocsd.log" 2>&1 &
+ocsd_pid=$!
+trap 'kill "$ocsd_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do [[ -s "$tmp/run/ready" ]] && break; sleep 0.1; done
+[[ -s "$tmp/run/ready" ]] || fail "the packaged mixnet-ocsd did not start: $(cat "$tmp/ocsd.log")"
+mode="$(stat -c %a "$tmp/run/ocsd.sock")"
+[[ "$mode" == 770 ]] || fail "the socket's mode is $mode under UMask=$unit_umask, not 770 (user, group)"
+env -u LD_LIBRARY_PATH "$root/usr/bin/mixnetctl" ocs health --target "unix:$tmp/run/ocsd.sock" \
+  >/dev/null || fail "mixnetctl ocs health on the packaged socket"
+kill "$ocsd_pid"
+wait "$ocsd_pid" || true
+echo "packaged default: mixnet-ocsd on unix:$sock (mode $mode), the controller's --ocs there"
 
 for s in "${skipped[@]}"; do echo "MIXNET_PARTLY_SKIPPED: $s"; done
 echo "package_test: OK ($((SECONDS - start)) s)"
