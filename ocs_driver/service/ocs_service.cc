@@ -171,18 +171,23 @@ void OcsService::ReleaseDevice() {
   busy_ = false;
 }
 
-absl::Status OcsService::ProbeDevice(absl::Time deadline) {
-  RETURN_IF_ERROR(AcquireDeviceUntil(deadline, nullptr));
+absl::StatusOr<std::vector<Circuit>> OcsService::ReadSwitch(absl::Time deadline,
+                                                            grpc::ServerContext* context) {
+  RETURN_IF_ERROR(AcquireDeviceUntil(deadline, context));
   absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
-  metrics_->DeviceConnected(actual.ok());
+  metrics_->DeviceConnected(actual.ok());  // with the device held: in order with Applies
   if (actual.ok()) metrics_->Circuits(actual->size());
   ReleaseDevice();
   if (!actual.ok()) return Annotate(actual.status(), "reading the switch");
   std::sort(actual->begin(), actual->end());
   absl::MutexLock lock(&mu_);
-  actual_ = *std::move(actual);
+  actual_ = *actual;
   actual_known_ = true;
-  return absl::OkStatus();
+  return actual;
+}
+
+absl::Status OcsService::ProbeDevice(absl::Time deadline) {
+  return ReadSwitch(deadline, nullptr).status();
 }
 
 grpc::Status OcsService::GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
@@ -213,16 +218,10 @@ grpc::Status OcsService::GetCrossConnects(grpc::ServerContext* context,
                                           v1::GetCrossConnectsResponse* response) {
   CallCounter counted(in_flight_);
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
-  if (absl::Status s = AcquireDevice(context); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<std::vector<Circuit>> actual = backend_->Read();
-  metrics_->DeviceConnected(actual.ok());  // with the device held: in order with Applies
-  if (actual.ok()) metrics_->Circuits(actual->size());
-  ReleaseDevice();
-  if (!actual.ok()) return ToGrpc(Annotate(actual.status(), "reading the switch"));
-  std::sort(actual->begin(), actual->end());
+  absl::StatusOr<std::vector<Circuit>> actual =
+      ReadSwitch(std::min(DeadlineOf(context), absl::Now() + options_.max_device_wait), context);
+  if (!actual.ok()) return ToGrpc(actual.status());
   absl::MutexLock lock(&mu_);
-  actual_ = *actual;
-  actual_known_ = true;
   Fill(response->mutable_actual(), *actual);
   Fill(response->mutable_desired(), state_.desired);
   response->set_epoch(state_.epoch);

@@ -110,6 +110,11 @@ class OcsService final : public mixnet::ocs::v1::OcsDriver::Service {
   absl::Status AcquireDevice(grpc::ServerContext* context);
   // The same until `deadline`, for a call (`context`) or the prober (null).
   absl::Status AcquireDeviceUntil(absl::Time deadline, grpc::ServerContext* context);
+  // Takes the device (AcquireDeviceUntil), reads the switch, counts the read
+  // in metrics_ and caches what it holds (sorted); GetCrossConnects and
+  // ProbeDevice.
+  absl::StatusOr<std::vector<Circuit>> ReadSwitch(absl::Time deadline,
+                                                  grpc::ServerContext* context);
   void ReleaseDevice();
 
   // PERMISSION_DENIED unless the peer may change the switch.
