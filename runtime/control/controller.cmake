@@ -7,6 +7,7 @@ add_library(mixnet_control_controller
   ${CMAKE_CURRENT_LIST_DIR}/controller.cc
   ${CMAKE_CURRENT_LIST_DIR}/controller_metrics.cc
   ${CMAKE_CURRENT_LIST_DIR}/controller_rounds.cc
+  ${CMAKE_CURRENT_LIST_DIR}/controller_rollback.cc
   ${CMAKE_CURRENT_LIST_DIR}/controller_warm.cc
   ${CMAKE_CURRENT_LIST_DIR}/warm_sweep.cc
   ${CMAKE_CURRENT_LIST_DIR}/controller_service.cc)

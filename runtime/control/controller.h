@@ -258,6 +258,16 @@ class Controller {
                           const std::string& reason, const v1::Routing* routing = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string regions_label(int region) const;
+  // controller_rollback.cc (planner thread): ends round `epoch` after its
+  // Apply on switch `failed` returned `error`, `changed` (the switches it
+  // changed before) and `failed` being put back to `had` (the committed
+  // circuits by switch) first: ABORT when all are back, else a COMMIT of
+  // the committed topology without the circuits of the switches left
+  // uncertain (dirty until a round re-drives them).
+  void EndFailedApply(uint64_t epoch, const std::string& failed, const absl::Status& error,
+                      const std::vector<std::string>& changed,
+                      const std::map<std::string, std::vector<PortPair>>& had,
+                      const std::set<std::string>& participants, const std::set<int>& regions);
   void AbortRoundLocked(uint64_t epoch, const std::set<std::string>& to, const std::string& reason,
                         const std::set<int>& regions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -470,26 +470,13 @@ bool Controller::RunRound(const std::vector<cluster::CircuitSpec>& target_specs,
     if (wanted == had && dirty_switches_.count(name) == 0) continue;
     absl::StatusOr<SwitchApplyResult> r = driver->Apply(
         epoch, epoch, wanted, absl::Now() + ApplyTimeout(opt_.switch_timeout, apply_timing_[name]));
-    applied.push_back(name);
     if (!r.ok()) {
-      for (const std::string& a : applied) dirty_switches_.insert(a);
-      absl::MutexLock lock(&mu_);
-      std::string reason;
-      if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
-        fenced_ = absl::StrCat(
-            "OCS switch ", name, " at ", driver->target(), " refused epoch ", epoch,
-            " as stale (a controller with a higher epoch drives it): ", r.status().message());
-        reason = fenced_;
-        metrics_->Fenced();
-        log::Error("controller {}: FENCED, planning stopped: {}", id_, fenced_);
-        if (fenced_hook_) fenced_hook_(fenced_);
-      } else {
-        reason = absl::StrCat("OCS switch ", name, " at ", driver->target(),
-                              " failed to apply epoch ", epoch, ": ", r.status().ToString());
-      }
-      AbortRoundLocked(epoch, participants, reason, regions);
+      // Switches 1..k-1 go back before any worker is released
+      // (controller_rollback.cc).
+      EndFailedApply(epoch, name, r.status(), applied, have, participants, regions);
       return false;
     }
+    applied.push_back(name);
     const cluster::OcsSwitchSpec* sw = opt_.spec.FindSwitch(name);
     nominal_switch_ms = std::max(nominal_switch_ms, sw->switch_ms);
     const absl::Duration left =

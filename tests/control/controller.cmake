@@ -7,6 +7,12 @@ mixnet_add_test(NAME controller_test
   LIBS ${_ctl_test_libs}
   LABELS cpu
   TIMEOUT 120)
+# A switch failing mid-round: the others put back, workers consistent.
+mixnet_add_test(NAME controller_rollback_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_rollback_test.cc
+  LIBS ${_ctl_test_libs}
+  LABELS cpu
+  TIMEOUT 120)
 mixnet_add_test(NAME controller_restart_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_restart_test.cc
   LIBS ${_ctl_test_libs} mixnet_proto_grpc_health

@@ -118,50 +118,8 @@ class ControllerTest : public ::testing::Test {
 
 const RegionDef kR0{"r0", "h", 4, "ocs0", 1};
 
-// A SwitchDriver in memory that can be told to fail its next Apply.
-class FakeSwitch final : public control::SwitchDriver {
- public:
-  std::string target() const override { return "fake"; }
-  absl::StatusOr<control::SwitchCircuits> GetCircuits(absl::Time) override {
-    absl::MutexLock lock(&mu_);
-    return control::SwitchCircuits{circuits_, epoch_, epoch_, {}};
-  }
-  absl::StatusOr<control::SwitchApplyResult> Apply(uint64_t epoch, uint64_t,
-                                                   const std::vector<control::PortPair>& circuits,
-                                                   absl::Time) override {
-    absl::MutexLock lock(&mu_);
-    ++applies_;
-    if (!fail_next_.ok()) {
-      absl::Status s = fail_next_;
-      fail_next_ = absl::OkStatus();
-      return s;
-    }
-    circuits_ = circuits;
-    epoch_ = epoch;
-    return control::SwitchApplyResult{epoch, absl::ZeroDuration(), circuits, false};
-  }
-  void FailNext(absl::Status s) {
-    absl::MutexLock lock(&mu_);
-    fail_next_ = std::move(s);
-  }
-  int applies() {
-    absl::MutexLock lock(&mu_);
-    return applies_;
-  }
-  std::pair<std::vector<control::PortPair>, uint64_t> state() {
-    absl::MutexLock lock(&mu_);
-    return {circuits_, epoch_};
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<control::PortPair> circuits_ ABSL_GUARDED_BY(mu_);
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  int applies_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
-};
-
-TEST_F(ControllerTest, SwitchFailureAbortsAndTheNextRoundReapplies) {
+// One switch (the cases with several: controller_rollback_test).
+TEST_F(ControllerTest, SwitchFailureIsPutBackAndAbortsOrLeavesTheTopologyUntilReDriven) {
   auto fake = std::make_shared<FakeSwitch>();
   setup_.drivers["ocs0"] = fake;
   Start({kR0}, {"ocs0"});
@@ -172,10 +130,17 @@ TEST_F(ControllerTest, SwitchFailureAbortsAndTheNextRoundReapplies) {
   cv1::TopologyEvent abort = ExpectAll(kR0, cv1::TopologyEvent::ABORT, 2);
   EXPECT_THAT(abort.reason(), HasSubstr("mirror stuck"));
   EXPECT_THAT(abort.reason(), HasSubstr("ocs0"));
-  EXPECT_EQ(fake->applies(), 2);
+  EXPECT_THAT(abort.reason(), HasSubstr("put back to epoch 1's circuits: ocs0"));
+  // The failed Apply, then the put-back: epoch 2, config version 3, nothing.
+  EXPECT_EQ(fake->applies(), 3);
+  ASSERT_EQ(fake->accepted().size(), 2u);
+  EXPECT_EQ(fake->accepted()[1].epoch, 2u);
+  EXPECT_EQ(fake->accepted()[1].version, 3u);
+  EXPECT_TRUE(fake->accepted()[1].circuits.empty());
   cv1::ControllerStatus st = Status(*stub_);
   EXPECT_TRUE(st.fenced().empty());  // not a stale epoch
   EXPECT_EQ(st.regions(0).rounds_aborted(), 1u);
+  EXPECT_EQ(st.topology().epoch(), 1u);
   // The next round applies again and commits.
   Report(kR0, 1, {{0, 1}, {2, 3}});
   ExpectAll(kR0, cv1::TopologyEvent::PREPARE, 3);
@@ -185,18 +150,27 @@ TEST_F(ControllerTest, SwitchFailureAbortsAndTheNextRoundReapplies) {
   // Same traffic again: skipped, the switch is not asked.
   Report(kR0, 2, {{0, 1}, {2, 3}});
   ASSERT_TRUE(WaitUntil([&] { return Status(*stub_).regions(0).rounds_skipped() == 1; }));
-  EXPECT_EQ(fake->applies(), 3);
-  // A failed round leaves the switch uncertain: the next plan is applied
-  // even though it equals the committed circuits.
-  fake->FailNext(absl::DeadlineExceededError("fake: no answer"));
+  EXPECT_EQ(fake->applies(), 4);
+  // A switch that fails its put-back too is uncertain: the workers get the
+  // committed topology without its circuits, at the round's epoch.
+  fake->FailNext(absl::DeadlineExceededError("fake: no answer"), 2);
   Report(kR0, 3, {{0, 2}, {1, 3}});
   ExpectAll(kR0, cv1::TopologyEvent::PREPARE, 4);
-  ExpectAll(kR0, cv1::TopologyEvent::ABORT, 4);
+  cv1::TopologyEvent commit = ExpectAll(kR0, cv1::TopologyEvent::COMMIT, 4);
+  EXPECT_EQ(commit.topology().circuits_size(), 0);
+  EXPECT_THAT(commit.reason(), HasSubstr("not put back: ocs0"));
+  EXPECT_EQ(fake->applies(), 6);
+  ASSERT_TRUE(WaitUntil([&] { return Status(*stub_).regions(0).rounds_aborted() == 2; }));
+  st = Status(*stub_);
+  EXPECT_EQ(st.topology().epoch(), 4u);
+  EXPECT_EQ(st.topology().circuits_size(), 0);
+  // The next round re-drives it, even with what it held before.
   Report(kR0, 4, {{0, 1}, {2, 3}});
   ExpectAll(kR0, cv1::TopologyEvent::PREPARE, 5);
-  ExpectAll(kR0, cv1::TopologyEvent::COMMIT, 5);
-  EXPECT_EQ(fake->applies(), 5);
-  EXPECT_EQ(fake->state().second, 5u);
+  commit = ExpectAll(kR0, cv1::TopologyEvent::COMMIT, 5);
+  EXPECT_EQ(CircuitPairs(commit.topology()), (Pairs{{1, 2}, {3, 4}}));
+  EXPECT_EQ(fake->applies(), 7);
+  EXPECT_EQ(fake->state(), std::make_pair(Pairs{{1, 2}, {3, 4}}, uint64_t{5}));
 }
 
 TEST_F(ControllerTest, ShutdownIsPromptWithOpenStreams) {

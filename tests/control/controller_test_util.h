@@ -1,6 +1,7 @@
 // Helpers for the controller tests: a cluster spec generator, in-process
 // sim OCS daemons (the real OcsDriver service on unix sockets), an in-process
-// controller server, and FakeWorker (a plain gRPC client of
+// controller server, FakeSwitch (a SwitchDriver in memory that fails on
+// demand), and FakeWorker (a plain gRPC client of
 // mixnet.control.v1 that records topology events and, unless told not to,
 // acks PREPARE and COMMIT). Header-only; the test thread plus one watch
 // reader thread per FakeWorker.
@@ -203,6 +204,66 @@ inline std::vector<double> Row(int n, int src, const Pairs& pairs, double heavy 
   }
   return row;
 }
+
+// A SwitchDriver in memory that can be told to fail its next Applies; it
+// keeps every Apply it accepted (epoch, config version, circuits).
+class FakeSwitch final : public control::SwitchDriver {
+ public:
+  struct Applied {
+    uint64_t epoch = 0;
+    uint64_t version = 0;
+    Pairs circuits;
+  };
+  std::string target() const override { return "fake"; }
+  absl::StatusOr<control::SwitchCircuits> GetCircuits(absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    return control::SwitchCircuits{circuits_, epoch_, version_, {}};
+  }
+  absl::StatusOr<control::SwitchApplyResult> Apply(uint64_t epoch, uint64_t version,
+                                                   const std::vector<control::PortPair>& circuits,
+                                                   absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    ++applies_;
+    if (fails_left_ > 0) {
+      --fails_left_;
+      return fail_;
+    }
+    circuits_ = circuits;
+    epoch_ = epoch;
+    version_ = version;
+    accepted_.push_back({epoch, version, circuits});
+    return control::SwitchApplyResult{epoch, absl::ZeroDuration(), circuits, false};
+  }
+  // The next `times` Applies fail with `s` (and change nothing).
+  void FailNext(absl::Status s, int times = 1) {
+    absl::MutexLock lock(&mu_);
+    fail_ = std::move(s);
+    fails_left_ = times;
+  }
+  int applies() {
+    absl::MutexLock lock(&mu_);
+    return applies_;
+  }
+  // What it holds, and the epoch of the Apply that set it.
+  std::pair<Pairs, uint64_t> state() {
+    absl::MutexLock lock(&mu_);
+    return {circuits_, epoch_};
+  }
+  std::vector<Applied> accepted() {
+    absl::MutexLock lock(&mu_);
+    return accepted_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  Pairs circuits_ ABSL_GUARDED_BY(mu_);
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int applies_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status fail_ ABSL_GUARDED_BY(mu_);
+  int fails_left_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Applied> accepted_ ABSL_GUARDED_BY(mu_);
+};
 
 class FakeWorker {
  public:
