@@ -17,6 +17,7 @@
 #include "ocs_driver/client/client_flags.h"
 #include "ocs_driver/client/ocs_switch_driver.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/common/grpc_tls.h"
 #include "runtime/common/log.h"
 #include "runtime/common/metrics_exposer.h"
 #include "runtime/common/settings.h"
@@ -50,6 +51,8 @@ struct Flags {
   std::string log_level;
   std::string metrics_listen;
   bool metrics_allow_remote = false;
+  TlsServerOptions tls;  // this API's mTLS
+  bool insecure_listen_any = false;
 };
 
 absl::Duration Ms(double ms) { return absl::Microseconds(static_cast<int64_t>(ms * 1000)); }
@@ -127,6 +130,14 @@ int Main(int argc, char** argv) {
   // --tls-cert/--tls-key/--tls-client-ca admits the controller by this
   // client certificate (its --allow-client).
   ocs::AddOcsTlsFlags(&app, &f.ocs_tls, "ocs-");
+  app.add_option("--tls-cert", f.tls.cert_file, "this API's server certificate (PEM; mTLS)");
+  app.add_option("--tls-key", f.tls.key_file, "its private key (PEM)");
+  app.add_option("--tls-client-ca", f.tls.client_ca_file,
+                 "the CA every client certificate must chain to (PEM); a worker's certificate "
+                 "names its host (CN or a DNS SAN), and it acts only as that host");
+  app.add_flag("--insecure-listen-any", f.insecure_listen_any,
+               "allow a plaintext --listen on a non-loopback address (anyone who reaches it can "
+               "register as any host and steer the plans)");
   app.add_option("--state-dir", f.state_dir, "where the fencing epoch is persisted")->required();
   app.add_option("--ready-file", f.ready_file, "write the listening address here once serving");
   app.add_option("--planner", f.planner, "improved | greedy")
@@ -183,7 +194,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics-listen", f.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: ephemeral, the "
-                 "bound address is logged); loopback unless --metrics-allow-remote; default: none");
+                 "bound address is logged); loopback unless TLS is on or --metrics-allow-remote; "
+                 "default: none");
   app.add_flag("--metrics-allow-remote", f.metrics_allow_remote,
                "allow a non-loopback --metrics-listen (/metrics is plain HTTP)");
   app.add_option("--log-level", f.log_level,
@@ -206,10 +218,15 @@ int Main(int argc, char** argv) {
     return 1;
   };
   if (!f.ready_file.empty()) unlink(f.ready_file.c_str());
-  // Before anything starts: a refused metrics address must not cost an epoch.
+  // Before anything starts: a refused address must not cost an epoch.
+  if (absl::Status s = ServerCredentials(f.tls).status(); !s.ok()) return fail(s);
+  if (absl::Status s = CheckPlaintextListen(f.listen, f.tls.Active(), f.insecure_listen_any);
+      !s.ok()) {
+    return fail(s);
+  }
   if (!f.metrics_listen.empty()) {
     if (absl::Status s =
-            CheckMetricsListen(f.metrics_listen, /*tls=*/false, f.metrics_allow_remote);
+            CheckMetricsListen(f.metrics_listen, f.tls.Active(), f.metrics_allow_remote);
         !s.ok()) {
       return fail(s);
     }
@@ -223,6 +240,8 @@ int Main(int argc, char** argv) {
   so.ready_file = f.ready_file;
   so.metrics_listen = f.metrics_listen;
   so.metrics_allow_remote = f.metrics_allow_remote;
+  so.tls = f.tls;
+  so.insecure_listen_any = f.insecure_listen_any;
   absl::StatusOr<std::unique_ptr<ControllerServer>> server =
       ControllerServer::Start(std::move(*controller), so);
   if (!server.ok()) return fail(server.status());

@@ -10,20 +10,12 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/channel.h"
 #include "ocs_driver/client/target.h"
+#include "runtime/common/grpc_tls.h"
 
 namespace mixnet::ocs {
 
-struct OcsTlsOptions {
-  bool enabled = false;     // TLS at all; implied by any of the files below
-  std::string ca_file;      // PEM roots that sign the server certificate ("" = system roots)
-  std::string cert_file;    // client certificate chain (mTLS); needs key_file
-  std::string key_file;     // client private key
-  std::string server_name;  // name to verify instead of the target's host
-
-  bool Active() const {
-    return enabled || !ca_file.empty() || !cert_file.empty() || !key_file.empty();
-  }
-};
+// TLS to the daemon (runtime/common/grpc_tls.h).
+using OcsTlsOptions = TlsClientOptions;
 
 // A channel to `target` (not yet connected). InvalidArgument when only one of
 // cert/key is given or a file cannot be read (naming the file and errno).

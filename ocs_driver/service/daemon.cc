@@ -5,11 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -17,6 +13,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "runtime/common/grpc_server_limits.h"
+#include "runtime/common/grpc_tls.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status.h"
 
@@ -24,31 +21,6 @@ namespace mixnet::ocs {
 namespace {
 
 constexpr char kServiceName[] = "mixnet.ocs.v1.OcsDriver";
-
-// Splits "host:port" / "[v6]:port" into host (brackets removed) and port.
-absl::Status SplitHostPort(const std::string& listen, std::string& host, int& port) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--listen ", listen, ": expected HOST:PORT or unix:/path"));
-  }
-  host = listen.substr(0, colon);
-  if (!absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen ", listen, ": bad port"));
-  }
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return ErrnoStatus(absl::StrCat(what, " ", path), "open");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
   const std::string tmp = absl::StrCat(path, ".tmp", getpid());
@@ -65,32 +37,15 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 
 }  // namespace
 
-absl::Status CheckListenAddress(const std::string& listen, bool tls, bool insecure_listen_any) {
-  if (absl::StartsWith(listen, "unix:")) {
-    if (listen.size() == 5) return absl::InvalidArgumentError("--listen unix: needs a path");
-    return absl::OkStatus();
-  }
-  std::string host;
-  int port = 0;
-  RETURN_IF_ERROR(SplitHostPort(listen, host, port));
-  const bool loopback = host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-  if (loopback || tls || insecure_listen_any) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat("refusing to listen on ", listen,
-                   " without TLS: use a loopback address or unix:/path, give --tls-cert/--tls-key/"
-                   "--tls-client-ca, or --insecure-listen-any"));
-}
-
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend> backend,
                                                       StateStore store,
                                                       const DaemonOptions& options) {
-  const int tls_files =
-      !options.tls_cert.empty() + !options.tls_key.empty() + !options.tls_client_ca.empty();
-  if (tls_files != 0 && tls_files != 3) {
+  const TlsServerOptions tls_files{options.tls_cert, options.tls_key, options.tls_client_ca};
+  if (tls_files.given() != 0 && !tls_files.Active()) {
     return absl::InvalidArgumentError(
         "mTLS needs all of --tls-cert, --tls-key and --tls-client-ca");
   }
-  const bool tls = tls_files == 3;
+  const bool tls = tls_files.Active();
   if (!tls && !options.allow_clients.empty()) {
     return absl::InvalidArgumentError("--allow-client needs TLS (--tls-cert ...)");
   }
@@ -102,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
         "controllers'); without it every certificate --tls-client-ca signed could");
   }
   RETURN_IF_ERROR(ClientAllowList::Create(options.allow_clients).status());
-  RETURN_IF_ERROR(CheckListenAddress(options.listen, tls, options.insecure_listen_any));
+  RETURN_IF_ERROR(CheckPlaintextListen(options.listen, tls, options.insecure_listen_any));
   if (!options.metrics_listen.empty()) {
     RETURN_IF_ERROR(CheckMetricsListen(options.metrics_listen, tls, options.metrics_allow_remote));
   }
@@ -110,17 +65,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
     return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
   }
 
-  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
-  if (tls) {
-    grpc::SslServerCredentialsOptions ssl(
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(options.tls_client_ca, "--tls-client-ca"));
-    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-    ASSIGN_OR_RETURN(pair.private_key, ReadFile(options.tls_key, "--tls-key"));
-    ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(options.tls_cert, "--tls-cert"));
-    ssl.pem_key_cert_pairs.push_back(std::move(pair));
-    creds = grpc::SslServerCredentials(ssl);
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, ServerCredentials(tls_files));
 
   ServiceOptions service_options;
   service_options.tls = tls;

@@ -54,11 +54,6 @@ struct DaemonOptions {
   absl::Duration health_probe = absl::Seconds(5);
 };
 
-// OK when `listen` may be used: unix sockets and loopback always, anything
-// else only with TLS or insecure_listen_any. InvalidArgument for a malformed
-// address, PermissionDenied for a refused one.
-absl::Status CheckListenAddress(const std::string& listen, bool tls, bool insecure_listen_any);
-
 class Daemon {
  public:
   // Opens the service over `backend` (reads the switch, loads the state) and

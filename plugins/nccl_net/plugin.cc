@@ -15,6 +15,7 @@
 #include "plugins/nccl_net/plugin_util.h"
 #include "plugins/nccl_net/result.h"
 #include "runtime/common/status.h"
+#include "runtime/control/controller_channel.h"
 
 namespace mixnet::nccl {
 namespace {
@@ -167,6 +168,7 @@ absl::Status Plugin::InitFabric() {
   if (!config_.controller.empty()) {
     control::WorkerAgentOptions ao;
     ao.controller = config_.controller;
+    ao.tls = control::ControllerTlsFromSettings();
     ao.host = config_.host;
     ao.nics = std::move(host_nics);
     ao.job = "nccl";

@@ -16,6 +16,7 @@
 #include "runtime/common/log.h"
 #include "runtime/common/settings.h"
 #include "runtime/common/status.h"
+#include "runtime/control/controller_channel.h"
 #include "runtime/control/topology_proto.h"
 #include "runtime/locality/expert_placement.h"
 
@@ -109,6 +110,7 @@ absl::Status Session::Init(SessionOptions& o) {
     }
     control::WorkerAgentOptions ao;
     ao.controller = controller_;
+    ao.tls = control::ControllerTlsFromSettings();
     ao.host = host_;
     ao.ranks = {comm_->rank()};
     ao.nics = me->nics;
@@ -347,8 +349,11 @@ SessionStats Session::Stats() const {
 
 absl::StatusOr<ControllerStatusView> ReadControllerStatus(const std::string& target,
                                                           absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  auto stub = control::v1::Controller::NewStub(channel);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      control::MakeControllerChannel(target, control::ControllerTlsFromSettings());
+  if (!channel.ok())
+    return Annotate(channel.status(), absl::StrCat("mixnet-controller at ", target));
+  auto stub = control::v1::Controller::NewStub(*channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));

@@ -125,6 +125,14 @@ namespace mixnet {
     "bytes are re-sent over EPS")                                                                \
   X(std::string, controller, "MIXNET_CONTROLLER", "",                                            \
     "controller address (host:port or unix:/path) the worker agent registers with; empty: none") \
+  X(std::string, controller_tls_ca, "MIXNET_CONTROLLER_TLS_CA", "",                              \
+    "the CA (PEM) that signs the controller's certificate; any of the TLS variables: TLS")       \
+  X(std::string, controller_tls_cert, "MIXNET_CONTROLLER_TLS_CERT", "",                          \
+    "this worker's client certificate (PEM) for the controller's mTLS; it names the host")       \
+  X(std::string, controller_tls_key, "MIXNET_CONTROLLER_TLS_KEY", "",                            \
+    "the private key (PEM) of MIXNET_CONTROLLER_TLS_CERT")                                       \
+  X(std::string, controller_tls_server_name, "MIXNET_CONTROLLER_TLS_SERVER_NAME", "",            \
+    "the name checked against the controller's certificate instead of the address's host")       \
   X(int64_t, lock_checks, "MIXNET_LOCK_CHECKS", 0,                                               \
     "1: abseil's lock-order (deadlock) checks on every Mutex, as Debian's abseil build has "     \
     "them; 0: off from the first transport device on (abseil's release behaviour)")

@@ -271,6 +271,13 @@ v1::Topology Controller::TopologyProto(uint64_t epoch,
   return t;
 }
 
+std::optional<std::string> Controller::HostOf(const std::string& worker_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(worker_id);
+  if (it == sessions_.end()) return std::nullopt;
+  return it->second->host;
+}
+
 absl::StatusOr<v1::RegisterResponse> Controller::Register(const v1::RegisterRequest& request) {
   if (request.worker_id().empty()) {
     return absl::InvalidArgumentError(

@@ -13,6 +13,6 @@ add_library(mixnet_control_controller
   ${CMAKE_CURRENT_LIST_DIR}/controller_service.cc)
 target_link_libraries(mixnet_control_controller
   PUBLIC mixnet_proto_control mixnet_planner mixnet_locality mixnet_cluster mixnet_common
-         mixnet_grpc_server_limits mixnet_metrics_exposer prometheus-cpp::core
+         mixnet_grpc_server_limits mixnet_grpc_tls mixnet_metrics_exposer prometheus-cpp::core
          gRPC::grpc++ absl::status absl::statusor absl::synchronization absl::time
   PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json absl::strings)

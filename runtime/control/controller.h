@@ -118,6 +118,8 @@ class Controller {
 
   // InvalidArgument for an unknown host, an empty worker id or NICs that
   // contradict the spec.
+  // The host `worker_id` registered as; nullopt when it is not registered.
+  std::optional<std::string> HostOf(const std::string& worker_id) const;
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
   // One traffic row. NotFound for an unregistered worker; InvalidArgument
   // for a host other than the worker's, a host in no region, a bad key or a

@@ -5,8 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -57,10 +60,35 @@ grpc::Status ControllerService::Register(grpc::ServerContext* context,
                                          v1::RegisterResponse* response) {
   CallCounter calls(in_flight_);
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
+  if (grpc::Status s = CheckHost(*context, request->host(), "Register"); !s.ok()) return s;
+  // An id another host registered is not taken over (its watch stream).
+  if (grpc::Status s = CheckWorker(*context, request->worker_id(), "Register"); !s.ok()) return s;
   absl::StatusOr<v1::RegisterResponse> r = c_->Register(*request);
   if (!r.ok()) return ToGrpc(r.status());
   *response = std::move(*r);
   return grpc::Status::OK;
+}
+
+grpc::Status ControllerService::CheckHost(const grpc::ServerContextBase& context,
+                                          const std::string& host, const std::string& call) const {
+  if (!tls_) return grpc::Status::OK;
+  const std::vector<std::string> names = PeerCertificateNames(context);
+  if (std::find(names.begin(), names.end(), host) != names.end()) return grpc::Status::OK;
+  return grpc::Status(
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat(call, " from ", context.peer(), ": its certificate names ",
+                   names.empty() ? "no host" : absl::StrJoin(names, ", "), ", not host '", host,
+                   "' (a worker acts only as the host its certificate names: "
+                   "its CN or a DNS subject alternative name)"));
+}
+
+grpc::Status ControllerService::CheckWorker(const grpc::ServerContextBase& context,
+                                            const std::string& worker_id,
+                                            const std::string& call) const {
+  if (!tls_) return grpc::Status::OK;
+  const std::optional<std::string> host = c_->HostOf(worker_id);
+  if (!host) return grpc::Status::OK;
+  return CheckHost(context, *host, absl::StrCat(call, " for worker ", worker_id));
 }
 
 void ControllerService::CancelStreams() {
@@ -113,6 +141,12 @@ class ControllerService::ReportReactor final : public grpc::ServerReadReactor<gr
                                      accepted_, " rows accepted before it")));
       return;
     }
+    grpc::Status mine = service_->CheckHost(*context_, report.host(), "ReportTraffic");
+    if (mine.ok()) mine = service_->CheckWorker(*context_, report.worker_id(), "ReportTraffic");
+    if (!mine.ok()) {
+      Done(mine);
+      return;
+    }
     if (absl::Status s = service_->c_->Report(report); !s.ok()) {
       Done(ToGrpc(s));
       return;
@@ -158,6 +192,9 @@ grpc::Status ControllerService::WatchTopology(grpc::ServerContext* context,
                                               grpc::ServerWriter<v1::TopologyEvent>* writer) {
   CallCounter calls(in_flight_);
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
+  if (grpc::Status s = CheckWorker(*context, request->worker_id(), "WatchTopology"); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::shared_ptr<Controller::Watch>> w = c_->StartWatch(request->worker_id());
   if (!w.ok()) return ToGrpc(w.status());
   v1::TopologyEvent ev;
@@ -176,6 +213,9 @@ grpc::Status ControllerService::AckTopology(grpc::ServerContext* context,
                                             v1::AckTopologyResponse*) {
   CallCounter calls(in_flight_);
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
+  if (grpc::Status s = CheckWorker(*context, request->worker_id(), "AckTopology"); !s.ok()) {
+    return s;
+  }
   return ToGrpc(c_->Ack(*request));
 }
 
@@ -192,6 +232,7 @@ grpc::Status ControllerService::WarmPaths(grpc::ServerContext* context,
                                           v1::WarmPathsResponse* response) {
   CallCounter calls(in_flight_);
   if (grpc::Status s = CheckCallMetadata(*context); !s.ok()) return s;
+  if (grpc::Status s = CheckWorker(*context, request->worker_id(), "WarmPaths"); !s.ok()) return s;
   absl::StatusOr<v1::WarmPathsResponse> r = c_->WarmPaths(*request);
   if (!r.ok()) return ToGrpc(r.status());
   *response = *std::move(r);
@@ -203,16 +244,23 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   if (options.listen.empty() || options.listen == "unix:") {
     return absl::InvalidArgumentError("--listen: expected HOST:PORT or unix:/path");
   }
+  const bool tls = options.tls.Active();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentials(options.tls);
+  absl::Status policy = creds.status();
+  if (policy.ok()) policy = CheckPlaintextListen(options.listen, tls, options.insecure_listen_any);
+  if (!policy.ok()) {
+    controller->Shutdown();
+    return policy;
+  }
   if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
   }
   std::unique_ptr<ControllerServer> s(new ControllerServer());
   s->controller_ = std::move(controller);
-  s->service_ = std::make_unique<ControllerService>(s->controller_.get());
+  s->service_ = std::make_unique<ControllerService>(s->controller_.get(), tls);
   if (!options.metrics_listen.empty()) {
-    // The controller's API has no TLS: remote metrics only when allowed.
     absl::StatusOr<std::unique_ptr<MetricsExposer>> m =
-        MetricsExposer::Start(options.metrics_listen, /*tls=*/false, options.metrics_allow_remote,
+        MetricsExposer::Start(options.metrics_listen, tls, options.metrics_allow_remote,
                               s->controller_->metrics().registry());
     if (!m.ok()) {
       s->controller_->Shutdown();
@@ -228,7 +276,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   grpc::ServerBuilder builder;
   ApplyServerLimits(builder);  // metadata limit, malformed bodies (grpc_server_limits.h)
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen, *creds, &port);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || port == 0) {
@@ -253,7 +301,8 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
       health->SetServingStatus(kServiceName, false);
     });
   }
-  log::Info("mixnet-controller {}: listening on {}", s->controller_->id(), s->address_);
+  log::Info("mixnet-controller {}: listening on {}{}", s->controller_->id(), s->address_,
+            tls ? " (mTLS)" : "");
   if (!options.ready_file.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(options.ready_file, s->address_ + "\n"));
     s->ready_file_ = options.ready_file;

@@ -1,16 +1,20 @@
 // The mixnet.control.v1.Controller gRPC service over a Controller
 // (controller.h), and ControllerServer: the service behind a gRPC server
-// listening on host:port (port 0: ephemeral) or unix:/path, plaintext (keep
-// it on loopback, a unix socket or a trusted control network), with the
+// listening on host:port (port 0: ephemeral) or unix:/path, with mutual TLS
+// (`tls`: every client shows a certificate the client CA signed, and a
+// worker acts only as the host its certificate names: its CN or a DNS SAN
+// is the host it registers as, and the calls naming a worker_id come from
+// that worker's host) or plaintext on a unix socket or loopback only
+// (anything else needs insecure_listen_any), with the
 // standard health service (grpc.health.v1: "" and
 // mixnet.control.v1.Controller, NOT_SERVING once shutting down) and server
 // reflection. Once serving,
 // the actual address is written atomically to ready_file when one is given;
 // the file is removed at clean shutdown. With metrics_listen the
 // controller's Prometheus metrics (controller_metrics.h) are served at
-// http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h: loopback
-// unless metrics_allow_remote, as this API has no TLS), up before the ready
-// file.
+// http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h: plain
+// HTTP; loopback unless TLS is on or metrics_allow_remote), up before the
+// ready file.
 //
 // Threading: Start/Shutdown from the owner's thread; handlers on gRPC's
 // sync-server threads, ReportTraffic's reactor on gRPC's callback threads.
@@ -29,6 +33,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "mixnet/control/v1/controller.grpc.pb.h"
+#include "runtime/common/grpc_tls.h"
 #include "runtime/common/metrics_exposer.h"
 #include "runtime/control/controller.h"
 
@@ -40,7 +45,8 @@ namespace mixnet::control {
 class ControllerService final
     : public v1::Controller::WithRawCallbackMethod_ReportTraffic<v1::Controller::Service> {
  public:
-  explicit ControllerService(Controller* controller) : c_(controller) {}
+  // `tls`: the callers are mTLS clients whose certificates name their hosts.
+  ControllerService(Controller* controller, bool tls) : c_(controller), tls_(tls) {}
   int InFlight() const { return in_flight_.load(); }
   // Cancels the report streams running now and refuses new ones (at
   // shutdown: a worker's report stream stays open for its whole run).
@@ -59,8 +65,17 @@ class ControllerService final
   grpc::Status WarmPaths(grpc::ServerContext* context, const v1::WarmPathsRequest* request,
                          v1::WarmPathsResponse* response) override;
 
+  // With TLS: PermissionDenied unless the caller's certificate names
+  // `host` (CheckHost), or the host `worker_id` registered as (CheckWorker;
+  // OK for an unknown worker_id: the call itself answers that).
+  grpc::Status CheckHost(const grpc::ServerContextBase& context, const std::string& host,
+                         const std::string& call) const;
+  grpc::Status CheckWorker(const grpc::ServerContextBase& context, const std::string& worker_id,
+                           const std::string& call) const;
+
  private:
   Controller* const c_;
+  const bool tls_;
   std::atomic<int> in_flight_{0};
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -73,6 +88,8 @@ struct ServerOptions {
   std::string ready_file;
   std::string metrics_listen;         // HOST:PORT (port 0: ephemeral); empty: none
   bool metrics_allow_remote = false;  // a non-loopback metrics_listen
+  TlsServerOptions tls;               // --tls-cert/--tls-key/--tls-client-ca: all or none
+  bool insecure_listen_any = false;   // plaintext on a non-loopback address
 };
 
 class ControllerServer {

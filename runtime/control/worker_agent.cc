@@ -25,6 +25,8 @@
 #include "mixnet/control/v1/controller.grpc.pb.h"
 #include "runtime/common/duration_window.h"
 #include "runtime/common/log.h"
+#include "runtime/common/status.h"
+#include "runtime/control/controller_channel.h"
 #include "runtime/control/topology_proto.h"
 
 namespace mixnet::control {
@@ -46,8 +48,8 @@ void NameThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 class WorkerAgent::Impl {
  public:
-  explicit Impl(WorkerAgentOptions o) : o_(std::move(o)) {
-    channel_ = grpc::CreateChannel(o_.controller, grpc::InsecureChannelCredentials());
+  Impl(WorkerAgentOptions o, std::shared_ptr<grpc::Channel> channel)
+      : o_(std::move(o)), channel_(std::move(channel)) {
     stub_ = v1::Controller::NewStub(channel_);
   }
 
@@ -274,7 +276,12 @@ class WorkerAgent::Impl {
     if (!st.ok()) {
       absl::MutexLock l(&mu_);
       if (last_error_.ToString() != st.ToString()) {
-        log::Debug("worker {}: {}", o_.worker_id, st.ToString());
+        // Refused (not a controller that is away): retrying will not help.
+        if (absl::IsPermissionDenied(st) || absl::IsInvalidArgument(st)) {
+          log::Warn("worker {}: {}", o_.worker_id, st.ToString());
+        } else {
+          log::Debug("worker {}: {}", o_.worker_id, st.ToString());
+        }
       }
       last_error_ = st;
       return false;
@@ -639,7 +646,13 @@ absl::StatusOr<std::unique_ptr<WorkerAgent>> WorkerAgent::Start(WorkerAgentOptio
   if (options.reconnect_min <= absl::ZeroDuration()) options.reconnect_min = absl::Milliseconds(10);
   if (options.reconnect_max < options.reconnect_min) options.reconnect_max = options.reconnect_min;
   if (options.max_queued_reports == 0) options.max_queued_reports = 1;
-  auto impl = std::make_unique<Impl>(std::move(options));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      MakeControllerChannel(options.controller, options.tls);
+  if (!channel.ok()) {
+    return Annotate(channel.status(),
+                    absl::StrCat("worker agent: controller ", options.controller));
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), *std::move(channel));
   impl->StartThreads();
   return std::unique_ptr<WorkerAgent>(new WorkerAgent(std::move(impl)));
 }

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/cluster/cluster_spec.h"
+#include "runtime/common/grpc_tls.h"
 #include "runtime/control/plan_key.h"
 #include "runtime/control/plan_tracker.h"
 #include "runtime/locality/token_counts.h"
@@ -35,7 +36,10 @@
 namespace mixnet::control {
 
 struct WorkerAgentOptions {
-  std::string controller;              // "host:port" or "unix:/path" (MIXNET_CONTROLLER)
+  std::string controller;  // "host:port" or "unix:/path" (MIXNET_CONTROLLER)
+  // (m)TLS to the controller; callers take it from MIXNET_CONTROLLER_TLS_*
+  // (ControllerTlsFromSettings, controller_channel.h). Not Active: plaintext.
+  TlsClientOptions tls;
   std::string worker_id;               // default "<host>/<pid>"
   std::string host;                    // this process's host in the cluster spec
   std::vector<int> ranks;              // global ranks this process drives

@@ -37,6 +37,12 @@ if(TARGET mixnet_control_worker)
     MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>"
     MIXNET_OCSD_BIN "$<TARGET_FILE:mixnet-ocsd>")
   add_dependencies(controller_ocs_tls_test mixnet-controller mixnet-ocsd)
+  # The controller's own API over mTLS: certificates bound to hosts.
+  mixnet_add_test(NAME controller_tls_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_tls_test.cc
+    LIBS ${_ctl_test_libs} mixnet_control_worker
+    LABELS cpu
+    TIMEOUT 120)
   mixnet_add_test(NAME controller_agent_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_agent_test.cc
     LIBS ${_ctl_test_libs} mixnet_control_worker

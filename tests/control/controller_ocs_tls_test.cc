@@ -40,12 +40,11 @@ class ControllerOcsTlsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     certs_ = new TempDir();
     const std::string& d = certs_->path();
-    setup_ = MakeCa(d, "ca");
-    if (setup_.ok()) setup_ = MakeCa(d, "rogue-ca");
-    if (setup_.ok()) setup_ = MakeCert(d, "ca", "server", "mixnet-ocsd", kLocalServerCertExt, 2);
-    if (setup_.ok()) setup_ = MakeCert(d, "ca", "allowed", "controller-a", kClientCertExt, 3);
-    if (setup_.ok()) setup_ = MakeCert(d, "ca", "observer", "observer", kClientCertExt, 4);
-    if (setup_.ok()) setup_ = MakeCert(d, "rogue-ca", "rogue", "controller-a", kClientCertExt, 5);
+    setup_ = MakePki(d, {"ca", "rogue-ca"},
+                     {{"server", "ca", "mixnet-ocsd", kLocalServerCertExt},
+                      {"allowed", "ca", "controller-a", kClientCertExt},
+                      {"observer", "ca", "observer", kClientCertExt},
+                      {"rogue", "rogue-ca", "controller-a", kClientCertExt}});
   }
   static void TearDownTestSuite() {
     delete certs_;

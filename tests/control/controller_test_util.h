@@ -127,6 +127,7 @@ struct ControllerSetup {
   std::string metrics_listen;  // ServerOptions::metrics_listen (empty: no metrics endpoint)
   uint64_t epoch_block = 1;    // ControllerOptions::epoch_block (1: every round persists)
   bool warm_paths = true;      // ControllerOptions::warm_paths
+  TlsServerOptions tls;        // ServerOptions::tls (none: plaintext)
   // Drivers used instead of OcsSwitchDrivers to `switches` (fakes).
   std::map<std::string, std::shared_ptr<control::SwitchDriver>> drivers;
 };
@@ -161,6 +162,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   control::ServerOptions so;
   so.listen = s.listen;
   so.metrics_listen = s.metrics_listen;
+  so.tls = s.tls;
   return control::ControllerServer::Start(std::move(c), so);
 }
 

@@ -69,4 +69,26 @@ inline constexpr char kLocalServerCertExt[] =
     "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
     "basicConstraints=CA:FALSE\n";
 
+// One certificate for MakePki: "<name>.crt/.key" for CN `cn`, signed by the
+// CA `ca`, with the extension lines `ext`.
+struct CertToMake {
+  std::string name;
+  std::string ca;
+  std::string cn;
+  std::string ext;
+};
+
+// The self-signed CAs `cas`, then `certs` in order (serials 2, 3, ...).
+inline absl::Status MakePki(const std::string& dir, const std::vector<std::string>& cas,
+                            const std::vector<CertToMake>& certs) {
+  for (const std::string& ca : cas) {
+    if (absl::Status s = MakeCa(dir, ca); !s.ok()) return s;
+  }
+  int serial = 2;
+  for (const CertToMake& c : certs) {
+    if (absl::Status s = MakeCert(dir, c.ca, c.name, c.cn, c.ext, serial++); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace mixnet::testing

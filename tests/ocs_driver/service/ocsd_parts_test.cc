@@ -23,6 +23,7 @@
 #include "ocs_driver/service/state_saver.h"
 #include "ocs_driver/service/state_store.h"
 #include "ocs_driver/sim/sim_backend.h"
+#include "runtime/common/grpc_tls.h"
 #include "tests/common/grpc_probe.h"
 #include "tests/ocs_driver/daemon_process.h"
 #include "tests/ocs_driver/service/ocsd_test_util.h"
@@ -335,15 +336,15 @@ TEST(RequestValidationTest, NormalisesAndNamesTheProblem) {
 TEST(ListenPolicyTest, LoopbackAndUnixOnlyWithoutTls) {
   for (const char* ok :
        {"127.0.0.1:50551", "127.0.0.1:0", "localhost:1", "[::1]:5", "unix:/tmp/x"}) {
-    EXPECT_TRUE(CheckListenAddress(ok, false, false).ok()) << ok;
+    EXPECT_TRUE(CheckPlaintextListen(ok, false, false).ok()) << ok;
   }
   for (const char* refused : {"0.0.0.0:50551", "[::]:1", "10.0.0.1:5", ":50551"}) {
-    EXPECT_TRUE(absl::IsPermissionDenied(CheckListenAddress(refused, false, false))) << refused;
-    EXPECT_TRUE(CheckListenAddress(refused, true, false).ok()) << refused;
-    EXPECT_TRUE(CheckListenAddress(refused, false, true).ok()) << refused;
+    EXPECT_TRUE(absl::IsPermissionDenied(CheckPlaintextListen(refused, false, false))) << refused;
+    EXPECT_TRUE(CheckPlaintextListen(refused, true, false).ok()) << refused;
+    EXPECT_TRUE(CheckPlaintextListen(refused, false, true).ok()) << refused;
   }
   for (const char* bad : {"nohost", "127.0.0.1:99999", "127.0.0.1:x", "unix:"}) {
-    EXPECT_TRUE(absl::IsInvalidArgument(CheckListenAddress(bad, false, true))) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(CheckPlaintextListen(bad, false, true))) << bad;
   }
 }
 
