@@ -65,6 +65,11 @@ find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 # Prometheus metrics of the daemons (--metrics-listen): prometheus-cpp-dev.
 find_package(prometheus-cpp CONFIG REQUIRED)
+# ... over HTTPS with client certificates when the daemon has mTLS:
+# libcpp-httplib-dev (civetweb's TLS in Debian 12 calls OpenSSL 1.1 functions
+# that OpenSSL 3 lacks) and OpenSSL for the peer certificate's names.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+find_package(OpenSSL REQUIRED)
 find_program(MIXNET_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 # mixnet_add_proto_library(NAME PROTOS a.proto b.proto [DEPS lib ...])

@@ -9,6 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git file lld
   libabsl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl prometheus-cpp-dev
+  libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
   libgloo-dev libopenmpi-dev openmpi-bin libglpk-dev

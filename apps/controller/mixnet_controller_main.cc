@@ -52,6 +52,7 @@ struct Flags {
   std::string metrics_listen;
   bool metrics_allow_remote = false;
   TlsServerOptions tls;  // this API's mTLS
+  std::vector<std::string> metrics_allow_clients;
   bool insecure_listen_any = false;
 };
 
@@ -197,7 +198,10 @@ int Main(int argc, char** argv) {
                  "bound address is logged); loopback unless TLS is on or --metrics-allow-remote; "
                  "default: none");
   app.add_flag("--metrics-allow-remote", f.metrics_allow_remote,
-               "allow a non-loopback --metrics-listen (/metrics is plain HTTP)");
+               "allow a non-loopback --metrics-listen without TLS (/metrics is plain HTTP)");
+  app.add_option("--metrics-allow-client", f.metrics_allow_clients,
+                 "with TLS: a certificate (CN or DNS SAN) that may scrape /metrics over HTTPS "
+                 "(repeatable; required with TLS and --metrics-listen)");
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error (default: MIXNET_LOG_LEVEL or info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -225,8 +229,8 @@ int Main(int argc, char** argv) {
     return fail(s);
   }
   if (!f.metrics_listen.empty()) {
-    if (absl::Status s =
-            CheckMetricsListen(f.metrics_listen, f.tls.Active(), f.metrics_allow_remote);
+    if (absl::Status s = CheckMetricsOptions(
+            f.metrics_listen, MetricsTls{f.tls, f.metrics_allow_clients}, f.metrics_allow_remote);
         !s.ok()) {
       return fail(s);
     }
@@ -241,6 +245,7 @@ int Main(int argc, char** argv) {
   so.metrics_listen = f.metrics_listen;
   so.metrics_allow_remote = f.metrics_allow_remote;
   so.tls = f.tls;
+  so.metrics_allow_clients = f.metrics_allow_clients;
   so.insecure_listen_any = f.insecure_listen_any;
   absl::StatusOr<std::unique_ptr<ControllerServer>> server =
       ControllerServer::Start(std::move(*controller), so);

@@ -58,8 +58,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   }
   RETURN_IF_ERROR(ClientAllowList::Create(options.allow_clients).status());
   RETURN_IF_ERROR(CheckPlaintextListen(options.listen, tls, options.insecure_listen_any));
+  const MetricsTls metrics_tls{tls_files, options.metrics_allow_clients};
   if (!options.metrics_listen.empty()) {
-    RETURN_IF_ERROR(CheckMetricsListen(options.metrics_listen, tls, options.metrics_allow_remote));
+    RETURN_IF_ERROR(
+        CheckMetricsOptions(options.metrics_listen, metrics_tls, options.metrics_allow_remote));
   }
   if (!options.ready_file.empty() && unlink(options.ready_file.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(absl::StrCat("--ready-file ", options.ready_file), "unlink");
@@ -77,9 +79,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(std::unique_ptr<OcsBackend
   if (!options.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(
         daemon->metrics_,
-        MetricsExposer::Start(options.metrics_listen, tls, options.metrics_allow_remote,
+        MetricsExposer::Start(options.metrics_listen, metrics_tls, options.metrics_allow_remote,
                               daemon->service_->metrics().registry()));
-    log::Info("mixnet-ocsd: metrics on http://{}/metrics", daemon->metrics_->address());
+    log::Info("mixnet-ocsd: metrics on {}://{}/metrics", tls ? "https" : "http",
+              daemon->metrics_->address());
   }
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -10,7 +10,8 @@
 // stale one is removed at start, and the file is removed at clean shutdown).
 // With metrics_listen, the service's Prometheus metrics (ocsd_metrics.h) are
 // served at http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h:
-// loopback unless TLS or metrics_allow_remote), up before the ready file.
+// loopback unless TLS or metrics_allow_remote; with TLS over HTTPS to the
+// certificates metrics_allow_clients names), up before the ready file.
 //
 // Health (grpc.health.v1, "" and mixnet.ocs.v1.OcsDriver) is SERVING while
 // the switch answers: a prober thread ("mx-ocsd-probe") reads it every
@@ -46,9 +47,10 @@ struct DaemonOptions {
   std::vector<std::string> allow_clients;  // subjects / CNs allowed to Apply (needs TLS)
   bool insecure_listen_any = false;
   std::string ready_file;
-  int max_receive_bytes = 4 * 1024 * 1024;  // gRPC's limit (RESOURCE_EXHAUSTED beyond)
-  std::string metrics_listen;               // HOST:PORT (port 0: ephemeral); empty: none
-  bool metrics_allow_remote = false;        // a non-loopback metrics_listen without TLS
+  int max_receive_bytes = 4 * 1024 * 1024;         // gRPC's limit (RESOURCE_EXHAUSTED beyond)
+  std::string metrics_listen;                      // HOST:PORT (port 0: ephemeral); empty: none
+  bool metrics_allow_remote = false;               // a non-loopback metrics_listen without TLS
+  std::vector<std::string> metrics_allow_clients;  // with TLS: who may scrape (CN or DNS SAN)
   // Every this long the switch is read (ProbeDevice); health is NOT_SERVING
   // while it does not answer. Zero: no probe (health SERVING while up).
   absl::Duration health_probe = absl::Seconds(5);

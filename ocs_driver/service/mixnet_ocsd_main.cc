@@ -180,6 +180,9 @@ int Main(int argc, char** argv) {
                  "default: none");
   app.add_flag("--metrics-allow-remote", f.daemon.metrics_allow_remote,
                "allow a non-loopback --metrics-listen without TLS (/metrics is plain HTTP)");
+  app.add_option("--metrics-allow-client", f.daemon.metrics_allow_clients,
+                 "with TLS: a certificate (CN or DNS SAN) that may scrape /metrics over HTTPS "
+                 "(repeatable; required with TLS and --metrics-listen)");
   app.add_option("--ready-file", f.daemon.ready_file,
                  "write the listening address here once serving");
   app.add_option("--health-probe-ms", f.health_probe_ms,

@@ -51,15 +51,38 @@ absl::Status CheckMetricsListen(const std::string& listen, bool tls, bool allow_
       "--metrics-allow-remote (or configure TLS for the daemon's API)"));
 }
 
+absl::Status CheckMetricsOptions(const std::string& listen, const MetricsTls& tls,
+                                 bool allow_remote) {
+  if (absl::Status s = CheckMetricsListen(listen, tls.Active(), allow_remote); !s.ok()) return s;
+  if (!tls.Active() && !tls.allow.empty()) {
+    return absl::InvalidArgumentError(
+        "--metrics-allow-client needs the daemon's mTLS (--tls-cert, --tls-key, --tls-client-ca)");
+  }
+  if (tls.Active() && tls.allow.empty()) {
+    return absl::InvalidArgumentError(
+        "with mTLS, /metrics is HTTPS for the certificates --metrics-allow-client names (CN or "
+        "DNS SAN): give at least one, or no --metrics-listen");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
-    const std::string& listen, bool tls, bool allow_remote,
+    const std::string& listen, const MetricsTls& tls, bool allow_remote,
     std::shared_ptr<prometheus::Registry> registry) {
-  if (absl::Status s = CheckMetricsListen(listen, tls, allow_remote); !s.ok()) return s;
+  if (absl::Status s = CheckMetricsOptions(listen, tls, allow_remote); !s.ok()) return s;
   std::string host;
   int port = 0;
   if (absl::Status s = Parse(listen, host, port); !s.ok()) return s;
   auto m = std::unique_ptr<MetricsExposer>(new MetricsExposer());
   m->registry_ = std::move(registry);
+  if (tls.Active()) {
+    absl::StatusOr<std::unique_ptr<MetricsHttps>> https =
+        MetricsHttps::Start(host, port, tls.files, tls.allow, m->registry_);
+    if (!https.ok()) return https.status();
+    m->https_ = *std::move(https);
+    m->address_ = absl::StrCat(host, ":", m->https_->port());
+    return m;
+  }
   try {
     // civetweb options: one listening socket, two serving threads.
     m->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{

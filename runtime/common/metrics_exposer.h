@@ -1,24 +1,28 @@
 // MetricsExposer: serves one prometheus::Registry as Prometheus text at
-// http://HOST:PORT/metrics (prometheus-cpp's civetweb Exposer), for
-// mixnet-ocsd and mixnet-controller (--metrics-listen). The endpoint is plain
-// HTTP without authentication and read-only, so the listen policy is the
-// daemons' own: a loopback address always; anything else only when the
-// daemon has TLS configured for its gRPC API (a deployment that serves the
-// network on purpose) or the operator passed --metrics-allow-remote. HOST is
-// an IPv4 literal or "localhost" (= 127.0.0.1); port 0 picks a free port,
-// address() gives the bound one. Nothing listens unless Start is called.
+// HOST:PORT/metrics, for mixnet-ocsd and mixnet-controller
+// (--metrics-listen). Without the daemon's mTLS: plain HTTP without
+// authentication, read-only (prometheus-cpp's civetweb Exposer), so only on
+// a loopback address unless the operator passed --metrics-allow-remote. With
+// it (MetricsTls): HTTPS with the daemon's certificate, for the client
+// certificates --metrics-allow-client names (metrics_https.h), on any
+// address. HOST is an IPv4 literal or "localhost" (= 127.0.0.1); port 0
+// picks a free port, address() gives the bound one. Nothing listens unless
+// Start is called.
 //
 // Threading: Start and the destructor from the owner's thread; scrapes are
-// served on civetweb's threads (num_threads, default 2), which collect the
-// registry while the daemon updates it (prometheus-cpp metrics are
-// thread-safe).
+// served on the server's threads (civetweb's num_threads, default 2; or
+// MetricsHttps'), which collect the registry while the daemon updates it
+// (prometheus-cpp metrics are thread-safe).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/common/grpc_tls.h"
+#include "runtime/common/metrics_https.h"
 
 namespace prometheus {
 class Exposer;
@@ -27,17 +31,29 @@ class Registry;
 
 namespace mixnet {
 
+// The daemon's mTLS, when its gRPC API has it: /metrics is then served over
+// HTTPS to the client certificates `allow` names (metrics_https.h).
+struct MetricsTls {
+  TlsServerOptions files;          // the daemon's --tls-cert/--tls-key/--tls-client-ca
+  std::vector<std::string> allow;  // --metrics-allow-client: CN or DNS SAN
+  bool Active() const { return files.Active(); }
+};
+
 // OK when `listen` ("HOST:PORT") may serve metrics under the policy above.
 // InvalidArgument for a malformed address (naming the flag), PermissionDenied
 // for a non-loopback one without `tls` or `allow_remote`.
 absl::Status CheckMetricsListen(const std::string& listen, bool tls, bool allow_remote);
+// CheckMetricsListen, and the allow list: required with TLS (deny by
+// default), refused without it. InvalidArgument naming the flag.
+absl::Status CheckMetricsOptions(const std::string& listen, const MetricsTls& tls,
+                                 bool allow_remote);
 
 class MetricsExposer {
  public:
   // Checks the policy, binds and starts serving `registry` at /metrics.
   // Unavailable naming the address when it cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(
-      const std::string& listen, bool tls, bool allow_remote,
+      const std::string& listen, const MetricsTls& tls, bool allow_remote,
       std::shared_ptr<prometheus::Registry> registry);
   ~MetricsExposer();  // stops serving (joins civetweb's threads)
   MetricsExposer(const MetricsExposer&) = delete;
@@ -49,7 +65,8 @@ class MetricsExposer {
  private:
   MetricsExposer() = default;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<prometheus::Exposer> exposer_;  // plain HTTP
+  std::unique_ptr<MetricsHttps> https_;           // with the daemon's mTLS
   std::string address_;
 };
 

@@ -259,15 +259,16 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   s->controller_ = std::move(controller);
   s->service_ = std::make_unique<ControllerService>(s->controller_.get(), tls);
   if (!options.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsExposer>> m =
-        MetricsExposer::Start(options.metrics_listen, tls, options.metrics_allow_remote,
-                              s->controller_->metrics().registry());
+    absl::StatusOr<std::unique_ptr<MetricsExposer>> m = MetricsExposer::Start(
+        options.metrics_listen, MetricsTls{options.tls, options.metrics_allow_clients},
+        options.metrics_allow_remote, s->controller_->metrics().registry());
     if (!m.ok()) {
       s->controller_->Shutdown();
       return m.status();
     }
     s->metrics_ = std::move(*m);
-    log::Info("mixnet-controller: metrics on http://{}/metrics", s->metrics_->address());
+    log::Info("mixnet-controller: metrics on {}://{}/metrics", tls ? "https" : "http",
+              s->metrics_->address());
   }
   // Standard probes and tools: grpc.health.v1.Health ("" and the service)
   // and server reflection (grpcurl list / describe).

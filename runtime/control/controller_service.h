@@ -12,9 +12,9 @@
 // the actual address is written atomically to ready_file when one is given;
 // the file is removed at clean shutdown. With metrics_listen the
 // controller's Prometheus metrics (controller_metrics.h) are served at
-// http://<metrics_listen>/metrics (runtime/common/metrics_exposer.h: plain
-// HTTP; loopback unless TLS is on or metrics_allow_remote), up before the
-// ready file.
+// <metrics_listen>/metrics (runtime/common/metrics_exposer.h: plain HTTP,
+// loopback unless metrics_allow_remote; with TLS, HTTPS to the certificates
+// metrics_allow_clients names), up before the ready file.
 //
 // Threading: Start/Shutdown from the owner's thread; handlers on gRPC's
 // sync-server threads, ReportTraffic's reactor on gRPC's callback threads.
@@ -89,7 +89,8 @@ struct ServerOptions {
   std::string metrics_listen;         // HOST:PORT (port 0: ephemeral); empty: none
   bool metrics_allow_remote = false;  // a non-loopback metrics_listen
   TlsServerOptions tls;               // --tls-cert/--tls-key/--tls-client-ca: all or none
-  bool insecure_listen_any = false;   // plaintext on a non-loopback address
+  std::vector<std::string> metrics_allow_clients;  // with TLS: who may scrape (CN or DNS SAN)
+  bool insecure_listen_any = false;                // plaintext on a non-loopback address
 };
 
 class ControllerServer {

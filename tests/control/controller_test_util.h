@@ -128,6 +128,7 @@ struct ControllerSetup {
   uint64_t epoch_block = 1;    // ControllerOptions::epoch_block (1: every round persists)
   bool warm_paths = true;      // ControllerOptions::warm_paths
   TlsServerOptions tls;        // ServerOptions::tls (none: plaintext)
+  std::vector<std::string> metrics_allow_clients;  // ServerOptions::metrics_allow_clients
   // Drivers used instead of OcsSwitchDrivers to `switches` (fakes).
   std::map<std::string, std::shared_ptr<control::SwitchDriver>> drivers;
 };
@@ -163,6 +164,7 @@ inline absl::StatusOr<std::unique_ptr<control::ControllerServer>> StartControlle
   so.listen = s.listen;
   so.metrics_listen = s.metrics_listen;
   so.tls = s.tls;
+  so.metrics_allow_clients = s.metrics_allow_clients;
   return control::ControllerServer::Start(std::move(c), so);
 }
 

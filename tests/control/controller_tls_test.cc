@@ -42,7 +42,8 @@ class ControllerTlsTest : public ::testing::Test {
                 {{"server", "ca", "mixnet-controller", kLocalServerCertExt},
                  {"h0", "ca", "h0", kClientCertExt},
                  {"h1", "ca", "worker-1", absl::StrCat("subjectAltName=DNS:h1\n", kClientCertExt)},
-                 {"rogue", "rogue-ca", "h0", kClientCertExt}});
+                 {"rogue", "rogue-ca", "h0", kClientCertExt},
+                 {"prometheus", "ca", "prometheus", kClientCertExt}});
   }
   static void TearDownTestSuite() {
     delete certs_;
@@ -60,6 +61,8 @@ class ControllerTlsTest : public ::testing::Test {
     setup_ctl_.state_dir = dir_.path() + "/ctl";
     setup_ctl_.listen = "127.0.0.1:0";
     setup_ctl_.tls = {Cert("server.crt"), Cert("server.key"), Cert("ca.crt")};
+    setup_ctl_.metrics_listen = "127.0.0.1:0";
+    setup_ctl_.metrics_allow_clients = {"prometheus"};
     auto server = StartController(setup_ctl_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -229,9 +232,38 @@ TEST_F(ControllerTlsTest, TheWorkerAgentRegistersWithItsHostsCertificateOnly) {
   EXPECT_THAT(bad.status().message(), HasSubstr("MIXNET_CONTROLLER_TLS_KEY"));
 }
 
+TEST_F(ControllerTlsTest, MetricsAreServedOverHttpsToTheAllowedCertificateOnly) {
+  const std::string url = "https://" + server_->metrics_address() + "/metrics";
+  CommandResult ok = CurlGet(url, Cert("ca.crt"), Cert("prometheus.crt"), Cert("prometheus.key"));
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("mixnet_controller_"));
+  EXPECT_THAT(ok.out, HasSubstr("HTTP 200"));
+  // A certificate of the CA that is not allowed: 403, no metrics.
+  CommandResult other = CurlGet(url, Cert("ca.crt"), Cert("h0.crt"), Cert("h0.key"));
+  EXPECT_THAT(other.out, HasSubstr("HTTP 403"));
+  EXPECT_THAT(other.out, ::testing::Not(HasSubstr("mixnet_controller_")));
+  // No certificate, another CA's, plain HTTP: no answer at all.
+  const std::vector<std::pair<std::string, CommandResult>> refused = {
+      {"no certificate", CurlGet(url, Cert("ca.crt"), "", "")},
+      {"another CA", CurlGet(url, Cert("ca.crt"), Cert("rogue.crt"), Cert("rogue.key"))},
+      {"plain HTTP",
+       CurlGet("http://" + server_->metrics_address() + "/metrics", Cert("ca.crt"), "", "")}};
+  for (const auto& [what, r] : refused) {
+    EXPECT_NE(r.rc, 0) << what << ": " << r.out;
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("mixnet_controller_"))) << what;
+  }
+  // With mTLS the allow list is required; without mTLS it is refused.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      CheckMetricsOptions("127.0.0.1:0", MetricsTls{setup_ctl_.tls, {}}, false)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      CheckMetricsOptions("127.0.0.1:0", MetricsTls{{}, {"prometheus"}}, false)));
+}
+
 TEST_F(ControllerTlsTest, APlaintextListenOnTheNetworkIsRefused) {
   ControllerSetup plain = setup_ctl_;
   plain.tls = {};
+  plain.metrics_listen.clear();
+  plain.metrics_allow_clients.clear();
   plain.state_dir = dir_.path() + "/plain";
   plain.listen = "0.0.0.0:0";
   absl::StatusOr<std::unique_ptr<control::ControllerServer>> s = StartController(plain);

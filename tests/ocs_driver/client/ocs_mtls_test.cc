@@ -25,6 +25,7 @@ namespace mixnet::ocs {
 namespace {
 
 using ::mixnet::testing::CommandResult;
+using ::mixnet::testing::CurlGet;
 using ::mixnet::testing::DaemonProcess;
 using ::mixnet::testing::kClientCertExt;
 using ::mixnet::testing::kLocalServerCertExt;
@@ -219,6 +220,44 @@ TEST_F(MtlsTest, TlsWithoutAllowClientDoesNotStart) {
   ASSERT_FALSE(d.ok()) << "mixnet-ocsd with mTLS and no --allow-client started at "
                        << (*d)->address();
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("mTLS needs --allow-client"));
+}
+
+// With mTLS, /metrics is HTTPS for the --metrics-allow-client certificates
+// only: "observer" (not allowed to Apply) scrapes; "controller-a" (allowed
+// to Apply, not to scrape) gets 403; none, another CA's: no answer.
+TEST_F(MtlsTest, MetricsOverHttpsOnlyForTheAllowedScraper) {
+  daemon_.reset();
+  const std::vector<std::string> tls = {
+      "--tls-cert",   Path("server.crt"), "--tls-key",    Path("server.key"), "--tls-client-ca",
+      Path("ca.crt"), "--allow-client",   "controller-a", "--metrics-listen", "127.0.0.1:0"};
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> refused = StartSimDaemon(8, 0, tls);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--metrics-allow-client"));
+  std::vector<std::string> args = tls;
+  args.insert(args.end(), {"--metrics-allow-client", "observer"});
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> d = StartSimDaemon(8, 0, args);
+  ASSERT_TRUE(d.ok()) << d.status();
+  daemon_ = *std::move(d);
+  const std::string log = daemon_->Log();
+  const std::string mark = "metrics on https://";
+  const size_t at = log.find(mark);
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t host = at + mark.size();
+  const std::string url =
+      absl::StrCat("https://", log.substr(host, log.find('/', host) - host), "/metrics");
+  CommandResult ok = CurlGet(url, Path("ca.crt"), Path("other.crt"), Path("other.key"));
+  EXPECT_EQ(ok.rc, 0) << Describe(ok);
+  EXPECT_THAT(ok.out, HasSubstr("mixnet_ocsd_applies_total"));
+  EXPECT_THAT(ok.out, HasSubstr("HTTP 200"));
+  CommandResult writer = CurlGet(url, Path("ca.crt"), Path("allowed.crt"), Path("allowed.key"));
+  EXPECT_THAT(writer.out, HasSubstr("HTTP 403")) << Describe(writer);
+  EXPECT_THAT(writer.out, ::testing::Not(HasSubstr("mixnet_ocsd_")));
+  for (const CommandResult& r :
+       {CurlGet(url, Path("ca.crt"), "", ""),
+        CurlGet(url, Path("ca.crt"), Path("rogue.crt"), Path("rogue.key"))}) {
+    EXPECT_NE(r.rc, 0) << Describe(r);
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("mixnet_ocsd_"))) << Describe(r);
+  }
 }
 
 TEST(ListenPolicyTest, InsecureNonLoopbackListenNeedsExplicitFlag) {

@@ -1,6 +1,7 @@
 // Test helper: a CA and certificates made at test time with the openssl
 // command in a temporary directory (nothing is committed), for the mTLS
-// tests of mixnet-ocsd's clients (mixnetctl, OcsClient, mixnet-controller).
+// tests of mixnet-ocsd's clients (mixnetctl, OcsClient, mixnet-controller),
+// of the controller's own API, and of both daemons' HTTPS /metrics (curl).
 // EC P-256 keys, valid two days. Header-only; the test thread.
 #pragma once
 
@@ -68,6 +69,21 @@ inline constexpr char kClientCertExt[] = "extendedKeyUsage=clientAuth\nbasicCons
 inline constexpr char kLocalServerCertExt[] =
     "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
     "basicConstraints=CA:FALSE\n";
+
+// curl's exit code and output (with "HTTP <code>" last) for `url`, trusting
+// `ca`, with the client certificate `cert` and its `key` ("": none).
+inline CommandResult CurlGet(const std::string& url, const std::string& ca, const std::string& cert,
+                             const std::string& key) {
+  std::vector<std::string> args = {"/usr/bin/curl", "-sS", "--max-time", "10",
+                                   "--cacert",      ca,    "-w",         "\nHTTP %{http_code}\n"};
+  if (!cert.empty()) {
+    for (const std::string& a : {std::string("--cert"), cert, std::string("--key"), key}) {
+      args.push_back(a);
+    }
+  }
+  args.push_back(url);
+  return RunCommand(args, absl::Seconds(20));
+}
 
 // One certificate for MakePki: "<name>.crt/.key" for CN `cn`, signed by the
 // CA `ca`, with the extension lines `ext`.
