@@ -18,12 +18,16 @@ processes of this file on loopback:
      spec on 127.x addresses, mixnet-ocsd --backend sim and a real
      mixnet-controller; workers report skewed gate outputs with report_gate and
      dispatch/combine with alltoallv until every rank has installed a new
-     epoch; circuits must join hot host pairs and carry bytes.
+     epoch; circuits must join hot host pairs and carry bytes. The controller
+     runs with mTLS (certificates made by openssl here): each worker dials it
+     with MIXNET_CONTROLLER_TLS_* and its own host's certificate, and the
+     status is read the same way.
 Exit 77 (ctest: skipped) when torch cannot be imported. Every wait is bounded
 (MIXNET_* timeouts in the workers, subprocess timeouts here).
 """
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -414,6 +418,33 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def make_certs(tmp):
+    """A CA, the controller's certificate (localhost) and one per host (CN hN),
+    made by openssl in tmp; returns the CA's path."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.crt", "-days",
+            "2", "-subj", "/CN=mixnet-test-ca")
+    for serial, (name, ext) in enumerate(
+            [("controller", "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n")] +
+            [(f"h{r}", "extendedKeyUsage=clientAuth\n") for r in range(WORLD)], start=2):
+        with open(f"{tmp}/{name}.ext", "w") as f:
+            f.write(ext)
+        openssl("req", "-new", *ec, "-keyout", f"{tmp}/{name}.key", "-out", f"{tmp}/{name}.csr",
+                "-subj", f"/CN={name}")
+        openssl("x509", "-req", "-in", f"{tmp}/{name}.csr", "-CA", f"{tmp}/ca.crt", "-CAkey",
+                f"{tmp}/ca.key", "-set_serial", str(serial), "-days", "2", "-out",
+                f"{tmp}/{name}.crt", "-extfile", f"{tmp}/{name}.ext")
+    return f"{tmp}/ca.crt"
+
+
+def tls_env(tmp, host):
+    return {"MIXNET_CONTROLLER_TLS_CA": f"{tmp}/ca.crt",
+            "MIXNET_CONTROLLER_TLS_CERT": f"{tmp}/{host}.crt",
+            "MIXNET_CONTROLLER_TLS_KEY": f"{tmp}/{host}.key"}
+
+
 def start_daemon(name, cmd, ready, log_dir, procs):
     log = open(os.path.join(log_dir, f"{name}.log"), "w")
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -527,13 +558,24 @@ def main():
                                      "--switch-ms", "5", "--listen", ocsd_sock, "--state-dir",
                                      f"{tmp}/ocsd-state", "--ready-file", f"{tmp}/ocsd.ready"],
                      f"{tmp}/ocsd.ready", tmp, procs)
+        ca = make_certs(tmp)
         start_daemon("mixnet-controller",
                      [args.controller, "--spec", spec, "--listen", ctl_sock, "--ocs",
                       f"ocs0={ocsd_sock}", "--state-dir", f"{tmp}/ctl-state", "--ready-file",
-                      f"{tmp}/ctl.ready", "--predictor", "last"], f"{tmp}/ctl.ready", tmp, procs)
+                      f"{tmp}/ctl.ready", "--predictor", "last", "--tls-cert",
+                      f"{tmp}/controller.crt", "--tls-key", f"{tmp}/controller.key",
+                      "--tls-client-ca", ca], f"{tmp}/ctl.ready", tmp, procs)
         outputs = spawn_workers("controller", ["--store", f"file:{tmp}/store-ctl", "--spec", spec,
-                                               "--ctl", ctl_sock], env, 90, tmp)
-        status = mixnet.controller_status(ctl_sock)
+                                               "--ctl", ctl_sock], env, 90, tmp,
+                                rank_env=lambda r: tls_env(tmp, f"h{r}"))
+        # The status over mTLS too (the settings are read once per process).
+        read = subprocess.run(
+            [sys.executable, "-c", "import json, sys, mixnet; "
+             "print(json.dumps(mixnet.controller_status(sys.argv[1])))", ctl_sock],
+            env=dict(env, **tls_env(tmp, "h0")), capture_output=True, text=True, timeout=60)
+        if read.returncode != 0:
+            fail(f"controller_status over mTLS: {read.stderr[-2000:]}")
+        status = json.loads(read.stdout.strip().splitlines()[-1])
         if status["rounds_committed"] < 1 or status["highest_epoch"] < 1:
             fail(f"controller status: {status}")
         direct = sum(int(line.split("direct_bytes_sent ")[1].split(",")[0])
