@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "runtime/common/log.h"
@@ -100,6 +102,16 @@ absl::StatusOr<std::unique_ptr<MetricsHttps>> MetricsHttps::Start(
     pthread_setname_np(pthread_self(), "mx-metrics-tls");
     self->server_->listen_after_bind();
   });
+  // stop() ends only a server that runs already: wait for it (bounded), so
+  // that a daemon stopped at once does not leave the thread listening.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!m->server_->is_running() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (!m->server_->is_running()) {
+    return absl::InternalError(
+        absl::StrCat("metrics endpoint on ", host, ":", m->port_, ": not serving after 5 s"));
+  }
   return m;
 }
 
