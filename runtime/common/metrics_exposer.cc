@@ -48,7 +48,8 @@ absl::Status CheckMetricsListen(const std::string& listen, bool tls, bool allow_
       "refusing --metrics-listen ", listen,
       ": not a loopback address, and /metrics is plain HTTP without authentication; use "
       "127.0.0.1:PORT (scrape through a tunnel or a local agent), or give "
-      "--metrics-allow-remote (or configure TLS for the daemon's API)"));
+      "--metrics-allow-remote (or configure the daemon's mTLS: /metrics is then HTTPS for "
+      "--metrics-allow-client)"));
 }
 
 absl::Status CheckMetricsOptions(const std::string& listen, const MetricsTls& tls,
