@@ -7,12 +7,6 @@ mixnet_add_test(NAME controller_test
   LIBS ${_ctl_test_libs}
   LABELS cpu
   TIMEOUT 120)
-# A switch failing mid-round: the others put back, workers consistent.
-mixnet_add_test(NAME controller_rollback_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_rollback_test.cc
-  LIBS ${_ctl_test_libs}
-  LABELS cpu
-  TIMEOUT 120)
 mixnet_add_test(NAME controller_restart_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_restart_test.cc
   LIBS ${_ctl_test_libs} mixnet_proto_grpc_health
@@ -37,6 +31,12 @@ if(TARGET mixnet_control_worker)
     MIXNET_CONTROLLER_BIN "$<TARGET_FILE:mixnet-controller>"
     MIXNET_OCSD_BIN "$<TARGET_FILE:mixnet-ocsd>")
   add_dependencies(controller_ocs_tls_test mixnet-controller mixnet-ocsd)
+  # A switch failing mid-round: the others put back, workers consistent.
+  mixnet_add_test(NAME controller_rollback_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_rollback_test.cc
+    LIBS ${_ctl_test_libs} mixnet_control_worker
+    LABELS cpu
+    TIMEOUT 120)
   # The controller's own API over mTLS: certificates bound to hosts.
   mixnet_add_test(NAME controller_tls_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/controller_tls_test.cc
