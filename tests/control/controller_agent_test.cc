@@ -11,60 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/control/worker_agent.h"
+#include "tests/control/agent_rig.h"
 #include "tests/control/controller_test_util.h"
 #include "tests/control/recording_follower.h"
 
 namespace mixnet::testing {
 namespace {
-
-using Follower = RecordingFollower;
-
-const RegionDef kR0{"r0", "h", 4, "ocs0", 1};
-const std::vector<std::string> kHosts = {"h0", "h1", "h2", "h3"};
-
-// Four agents with recording followers on one controller (sim switch, 1 ms).
-struct AgentRig {
-  TempDir dir;
-  ControllerSetup setup;
-  std::unique_ptr<control::ControllerServer> server;
-  std::vector<std::unique_ptr<Follower>> followers;
-  std::vector<std::unique_ptr<control::WorkerAgent>> agents;
-  std::optional<SimSwitch> sw;
-
-  void Start(bool warm_paths) {
-    ASSERT_FALSE(dir.path().empty());
-    auto s = StartSimSwitch(dir.path(), "ocs0");
-    ASSERT_TRUE(s.ok()) << s.status();
-    sw = std::move(*s);
-    setup.spec_yaml = MakeSpecYaml({kR0}, {"ocs0"});
-    setup.switches["ocs0"] = sw->address;
-    setup.state_dir = dir.path() + "/ctl";
-    setup.listen = "unix:" + dir.path() + "/ctl.sock";
-    setup.prepare_deadline = absl::Milliseconds(400);
-    setup.warm_paths = warm_paths;
-    auto started = StartController(setup);
-    ASSERT_TRUE(started.ok()) << started.status();
-    server = std::move(*started);
-    for (const std::string& h : kHosts) {
-      control::WorkerAgentOptions o;
-      o.controller = setup.listen;
-      o.worker_id = h + "/agent";
-      o.host = h;
-      auto agent = control::WorkerAgent::Start(o);
-      ASSERT_TRUE(agent.ok()) << agent.status();
-      absl::StatusOr<router::Topology> t = (*agent)->WaitRegistered(absl::Seconds(10));
-      ASSERT_TRUE(t.ok()) << t.status();
-      EXPECT_EQ(t->epoch, 1u);  // a fresh controller's first epoch
-      followers.push_back(std::make_unique<Follower>());
-      (*agent)->Follow(followers.back().get());
-      agents.push_back(std::move(*agent));
-    }
-  }
-  ~AgentRig() {
-    agents.clear();
-    if (server) server->Shutdown(absl::Seconds(1));
-  }
-};
 
 // Every agent's WarmPaths, each on its own thread (the sweep starts when the
 // last one asks).
@@ -82,24 +34,10 @@ TEST(ControllerAgentTest, AgentsFollowRoundsAbortsAndARestart) {
   AgentRig rig;
   ASSERT_NO_FATAL_FAILURE(rig.Start(/*warm_paths=*/true));
   const ControllerSetup& setup = rig.setup;
-  std::vector<std::unique_ptr<Follower>>& followers = rig.followers;
+  std::vector<std::unique_ptr<RecordingFollower>>& followers = rig.followers;
   std::vector<std::unique_ptr<control::WorkerAgent>>& agents = rig.agents;
-  // WaitRegistered may return before the watch stream is up at the
-  // controller: wait until all four count as registered.
-  auto stub = cv1::Controller::NewStub(Connect(setup.listen));
-  ASSERT_TRUE(WaitUntil([&] { return Status(*stub).regions(0).registered_workers_size() == 4; }));
-
-  auto report = [&](int64_t iteration, const Pairs& pairs) {
-    for (int i = 0; i < 4; ++i) {
-      control::TrafficRow row;
-      row.iteration = iteration;
-      row.key.layer = 0;
-      row.key.direction = Direction::kDispatch;
-      row.peer_hosts = kHosts;
-      row.bytes = Row(4, i, pairs);
-      agents[i]->Report(row);
-    }
-  };
+  ASSERT_NO_FATAL_FAILURE(rig.WaitAllWatching());
+  auto report = [&](int64_t iteration, const Pairs& pairs) { rig.Report(iteration, pairs); };
   report(0, {{0, 1}, {2, 3}});
   for (auto& f : followers) {
     EXPECT_TRUE(f->WaitFor("prepare 2")) << f->Calls();

@@ -14,9 +14,8 @@
 // it and the followers install its circuits again.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/control/worker_agent.h"
+#include "tests/control/agent_rig.h"
 #include "tests/control/controller_test_util.h"
-#include "tests/control/recording_follower.h"
 
 namespace mixnet::testing {
 namespace {
@@ -211,59 +210,21 @@ TEST_F(ControllerRollbackTest, AStaleEpochOnTheSecondSwitchPutsTheFirstBackAndFe
 }
 
 TEST(ControllerRollbackAgentTest, TheFollowersDropTheCircuitsOfASwitchLeftUncertain) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path().empty());
   auto fake = std::make_shared<FakeSwitch>();
-  const RegionDef r0{"r0", "h", 4, "ocs0", 1};
-  ControllerSetup setup;
-  setup.drivers["ocs0"] = fake;
-  setup.spec_yaml = MakeSpecYaml({r0}, {"ocs0"});
-  setup.state_dir = dir.path() + "/ctl";
-  setup.listen = "unix:" + dir.path() + "/ctl.sock";
-  setup.warm_paths = false;
-  auto server = StartController(setup);
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::vector<std::string> hosts = {"h0", "h1", "h2", "h3"};
-  std::vector<std::unique_ptr<RecordingFollower>> followers;
-  std::vector<std::unique_ptr<control::WorkerAgent>> agents;
-  for (const std::string& h : hosts) {
-    control::WorkerAgentOptions o;
-    o.controller = setup.listen;
-    o.worker_id = h + "/agent";
-    o.host = h;
-    auto agent = control::WorkerAgent::Start(o);
-    ASSERT_TRUE(agent.ok()) << agent.status();
-    ASSERT_TRUE((*agent)->WaitRegistered(absl::Seconds(10)).ok());
-    followers.push_back(std::make_unique<RecordingFollower>());
-    (*agent)->Follow(followers.back().get());
-    agents.push_back(std::move(*agent));
-  }
-  auto stub = cv1::Controller::NewStub(Connect(setup.listen));
-  ASSERT_TRUE(WaitUntil([&] { return Status(*stub).regions(0).registered_workers_size() == 4; }));
-  auto report = [&](int64_t iteration, const Pairs& pairs) {
-    for (int i = 0; i < 4; ++i) {
-      control::TrafficRow row;
-      row.iteration = iteration;
-      row.key.layer = 0;
-      row.key.direction = Direction::kDispatch;
-      row.peer_hosts = hosts;
-      row.bytes = Row(4, i, pairs);
-      agents[i]->Report(row);
-    }
-  };
-  report(0, {{0, 1}, {2, 3}});
-  for (auto& f : followers) EXPECT_TRUE(f->WaitFor("commit 2 circuits 2")) << f->Calls();
+  AgentRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Start(/*warm_paths=*/false, fake));
+  ASSERT_NO_FATAL_FAILURE(rig.WaitAllWatching());
+  rig.Report(0, {{0, 1}, {2, 3}});
+  for (auto& f : rig.followers) EXPECT_TRUE(f->WaitFor("commit 2 circuits 2")) << f->Calls();
   fake->FailNext(absl::UnavailableError("fake: controller card down"), 2);
-  report(1, {{0, 2}, {1, 3}});
-  for (auto& f : followers) {
+  rig.Report(1, {{0, 2}, {1, 3}});
+  for (auto& f : rig.followers) {
     EXPECT_TRUE(f->WaitFor("prepare 3")) << f->Calls();
     EXPECT_TRUE(f->WaitFor("commit 3 circuits 0")) << f->Calls();
   }
-  report(2, {{0, 1}, {2, 3}});
-  for (auto& f : followers) EXPECT_TRUE(f->WaitFor("commit 4 circuits 2")) << f->Calls();
+  rig.Report(2, {{0, 1}, {2, 3}});
+  for (auto& f : rig.followers) EXPECT_TRUE(f->WaitFor("commit 4 circuits 2")) << f->Calls();
   EXPECT_EQ(fake->state(), std::make_pair(Pairs{{1, 2}, {3, 4}}, uint64_t{4}));
-  agents.clear();
-  (*server)->Shutdown(absl::Seconds(1));
 }
 
 }  // namespace
